@@ -1,0 +1,1 @@
+"""GPU Tutor: the API service and its domain packages."""

@@ -1,0 +1,1 @@
+"""Ingestion: quiz documents -> question bank rows and a vector index."""

@@ -1,0 +1,146 @@
+"""The FAISS vector index over questions, accepted answers and explanations, with its manifest.
+
+Each index version lives in its own folder `v-<hash>/` (index.faiss + manifest.json), written to
+a temporary folder and renamed into place. The database records which version is live, in the
+same transaction as the bank, so a crash at any point leaves a bank and an index that match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import faiss
+import numpy as np
+
+FORMAT = 1
+INDEX_FILE = "index.faiss"
+MANIFEST_FILE = "manifest.json"
+
+
+class IndexError_(RuntimeError):
+    """The index is missing or does not match the configured model; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """What one vector stands for: a question and which of its texts."""
+
+    question_id: str
+    kind: str  # "question" | "answer" | "explanation"
+    text_hash: str
+
+
+@dataclass
+class LoadedIndex:
+    """An index in memory with its entries and manifest."""
+
+    index: Any
+    entries: list[IndexEntry]
+    manifest: dict[str, Any]
+    version: str
+
+    def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Inner-product (cosine) search; returns (scores, positions) with -1 for no hit."""
+        if not self.entries:
+            n = len(vectors)
+            return np.zeros((n, 0), dtype=np.float32), np.zeros((n, 0), dtype=np.int64)
+        scores, ids = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, len(self.entries)))
+        return scores, ids
+
+
+def index_version(model_id: str, dim: int, entries: list[IndexEntry]) -> str:
+    """A content hash of everything the index holds: model, entries and their texts."""
+    digest = hashlib.sha256(f"{FORMAT}\n{model_id}\n{dim}\n".encode())
+    for e in entries:
+        digest.update(f"{e.question_id}\t{e.kind}\t{e.text_hash}\n".encode())
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_index(root: Path, model_id: str, dim: int, entries: list[IndexEntry], vectors: np.ndarray) -> str:
+    """Write an index version atomically unless it already exists; return its version."""
+    version = index_version(model_id, dim, entries)
+    final = root / f"v-{version[:16]}"
+    if (final / MANIFEST_FILE).exists():
+        return version
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+    tmp.chmod(0o755)
+    try:
+        index = faiss.IndexFlatIP(dim)
+        if len(entries):
+            index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        faiss.write_index(index, str(tmp / INDEX_FILE))
+        manifest = {
+            "format": FORMAT,
+            "model_id": model_id,
+            "dim": dim,
+            "count": len(entries),
+            "content_hash": version,
+            "index_type": "IndexFlatIP",
+            "entries": [[e.question_id, e.kind, e.text_hash] for e in entries],
+        }
+        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+        for name in (INDEX_FILE, MANIFEST_FILE):
+            with open(tmp / name, "rb") as fh:
+                os.fsync(fh.fileno())
+        if final.exists():  # a half-removed leftover without a manifest
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        _fsync_dir(root)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return version
+
+
+def version_dir(root: Path, version: str) -> Path:
+    """The folder that holds one index version."""
+    return root / f"v-{version[:16]}"
+
+
+def load_index(root: Path, version: str, model_id: str, dim: int) -> LoadedIndex:
+    """Load an index version, refusing one built with another model or of another shape."""
+    folder = version_dir(root, version)
+    try:
+        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise IndexError_(
+            f"index version {version[:16]} is missing or unreadable in {root}; run `tutor ingest`"
+        ) from exc
+    if manifest.get("model_id") != model_id or manifest.get("dim") != dim:
+        raise IndexError_(
+            f"index was built with model {manifest.get('model_id')} (dim {manifest.get('dim')}) but the "
+            f"service uses {model_id} (dim {dim}); re-ingest with `tutor ingest` to rebuild it"
+        )
+    if manifest.get("content_hash") != version:
+        raise IndexError_(f"index manifest in {folder} does not match the bank; run `tutor ingest`")
+    index = faiss.read_index(str(folder / INDEX_FILE))
+    entries = [IndexEntry(q, k, h) for q, k, h in manifest["entries"]]
+    if index.ntotal != len(entries) or manifest.get("count") != len(entries):
+        raise IndexError_(f"index in {folder} has {index.ntotal} vectors for {len(entries)} entries; run `tutor ingest`")
+    return LoadedIndex(index=index, entries=entries, manifest=manifest, version=version)
+
+
+def remove_other_versions(root: Path, keep: str) -> None:
+    """Delete index versions and temporary folders other than the live one."""
+    if not root.exists():
+        return
+    live = version_dir(root, keep).name
+    for child in root.iterdir():
+        if child.is_dir() and child.name != live and (child.name.startswith("v-") or child.name.startswith(".tmp-")):
+            shutil.rmtree(child, ignore_errors=True)

@@ -1,0 +1,82 @@
+"""Document parsers, one per layout, chosen by detecting the layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ingest.parsers import accepted_answer, inline_options, structured
+from ingest.parsers.base import (
+    DocumentError,
+    LabelledExample,
+    ParsedQuestion,
+    ParseIssue,
+    ParseResult,
+)
+
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "DocumentError",
+    "LabelledExample",
+    "ParseIssue",
+    "ParseResult",
+    "ParsedQuestion",
+    "parse_document",
+]
+
+MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
+"""Quiz documents are a few KB; anything this large is a mistake, not a bank."""
+
+
+def _read_text(path: Path, max_bytes: int) -> str:
+    size = path.stat().st_size
+    if size > max_bytes:
+        raise DocumentError(
+            f"file is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.1f} MB limit for a quiz document"
+        )
+    data = path.read_bytes()
+    if not data.strip():
+        raise DocumentError("file is empty")
+    if b"\x00" in data[:8192]:
+        raise DocumentError("file is binary, not a text quiz document")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DocumentError(f"file is not UTF-8 text (bad byte at offset {exc.start})", line) from exc
+    return text
+
+
+def _parse(path: Path, max_bytes: int) -> ParseResult:
+    text = _read_text(path, max_bytes)
+    if path.suffix.lower() in structured.SUFFIXES:
+        return structured.parse(path, text)
+    lines = text.splitlines()
+    title = next((line.strip() for line in lines if line.strip()), None)
+    if inline_options.detect(lines):
+        return inline_options.parse(path, lines, title)
+    if accepted_answer.detect(lines):
+        return accepted_answer.parse(path, lines, title)
+    raise DocumentError(
+        "unknown layout: expected 'Question N: text' with '- option' lines, "
+        "'Question N' / 'Accepted Answer' / 'Answer' blocks, or a YAML/JSON bank"
+    )
+
+
+def parse_document(path: Path, max_bytes: int = MAX_DOCUMENT_BYTES) -> ParseResult:
+    """Parse one document; a document that cannot be used gives a result with one issue."""
+    try:
+        result = _parse(path, max_bytes)
+    except DocumentError as exc:
+        return ParseResult(path=path, layout=None, issues=[ParseIssue(path.name, exc.line, exc.reason)])
+    except OSError as exc:
+        return ParseResult(path=path, layout=None, issues=[ParseIssue(path.name, 0, f"cannot read: {exc}")])
+    if not result.questions and not any(i.severity == "skipped" for i in result.issues):
+        result.issues.append(ParseIssue(path.name, 0, "no questions found"))
+    numbers: dict[int, int] = {}
+    for q in result.questions:
+        if q.number in numbers:
+            result.issues.append(
+                ParseIssue(path.name, q.line_start, f"question number {q.number} appears twice", "ignored")
+            )
+        numbers[q.number] = q.line_start
+    return result

@@ -1,0 +1,96 @@
+"""Shared types for the document parsers: parsed questions, issues and results."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class LabelledExample:
+    """An author-supplied example answer with its verdict label."""
+
+    answer: str
+    label: str
+
+
+@dataclass
+class ParsedQuestion:
+    """One question as read from a document, before it becomes a bank row."""
+
+    number: int
+    text: str
+    accepted_answers: list[str]
+    wrong_options: list[str] = field(default_factory=list)
+    explanation: str | None = None
+    line_start: int = 0
+    line_end: int = 0
+    topics: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    examples: list[LabelledExample] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ParseIssue:
+    """Something in a document that was skipped or ignored, with where and why."""
+
+    file: str
+    line: int
+    reason: str
+    severity: str = "skipped"  # "skipped" (content lost for this run) or "ignored" (noise)
+
+    def as_dict(self) -> dict[str, object]:
+        """The JSON shape used by `tutor ingest --json`."""
+        return {"file": self.file, "line": self.line, "reason": self.reason}
+
+
+@dataclass
+class ParseResult:
+    """The questions of one document, its layout and what was skipped."""
+
+    path: Path
+    layout: str | None
+    title: str | None = None
+    questions: list[ParsedQuestion] = field(default_factory=list)
+    issues: list[ParseIssue] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the document was recognised (it may still have skipped questions)."""
+        return self.layout is not None
+
+
+class DocumentError(Exception):
+    """A whole document cannot be used; the message says why."""
+
+    def __init__(self, reason: str, line: int = 0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.line = line
+
+
+_SPACES = re.compile(r"\s+")
+
+
+def clean(text: str) -> str:
+    """Collapse runs of whitespace and strip the ends."""
+    return _SPACES.sub(" ", text).strip()
+
+
+_TRAILER = re.compile(r"^(test yourself|\(?nca\)?.*practice test.*)$", re.IGNORECASE)
+
+
+def is_trailer(line: str, title: str | None, question_texts: set[str]) -> bool:
+    """Lines that decorate quiz pages: repeated titles, 'Test yourself', echoed questions."""
+    text = clean(line)
+    if not text:
+        return True
+    if title:
+        # Pages repeat the title, sometimes shortened ("... Scaling 3" under "... Scaling 3 — Q&A").
+        folded, head = text.casefold(), clean(title).casefold()
+        if folded == head or (len(folded) >= 10 and head.startswith(folded)):
+            return True
+    if text in question_texts:
+        return True
+    return bool(_TRAILER.match(text))

@@ -1,0 +1,84 @@
+"""The embedding cache: vectors keyed by model and text hash, stored in the database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.db import transaction
+from app.models import Embedding
+from ingest.embedder import Encoder
+from ingest.identity import text_hash
+
+BATCH = 64
+_CHUNK = 500  # keeps IN (...) lists well under database parameter limits
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterable[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class VectorCache:
+    """Read and fill the cache for one model."""
+
+    def __init__(self, factory: sessionmaker[Session], model_id: str) -> None:
+        self.factory = factory
+        self.model_id = model_id
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def _load(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        with transaction(self.factory) as session:
+            for chunk in _chunks(hashes, _CHUNK):
+                rows = session.execute(
+                    select(Embedding.text_hash, Embedding.vector).where(
+                        Embedding.model_id == self.model_id, Embedding.text_hash.in_(chunk)
+                    )
+                )
+                for digest, blob in rows:
+                    found[digest] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def ensure(
+        self,
+        texts: Sequence[str],
+        encoder: Callable[[], Encoder],
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> int:
+        """Embed the texts the cache lacks, in batches; return how many were embedded."""
+        unique = list(dict.fromkeys(texts))
+        by_hash = {text_hash(t): t for t in unique}
+        self._vectors.update(self._load(list(by_hash)))
+        missing = [t for h, t in by_hash.items() if h not in self._vectors]
+        if not missing:
+            return 0
+        enc = encoder()
+        rows: list[Embedding] = []
+        for i, batch in enumerate(_chunks(missing, BATCH)):
+            vectors = enc.encode(list(batch))
+            for text, vec in zip(batch, vectors, strict=True):
+                digest = text_hash(text)
+                self._vectors[digest] = np.asarray(vec, dtype=np.float32)
+                rows.append(Embedding(model_id=self.model_id, text_hash=digest, dim=len(vec),
+                                      vector=np.asarray(vec, dtype=np.float32).tobytes()))
+            if progress:
+                progress("embed", min((i + 1) * BATCH, len(missing)), len(missing))
+        with transaction(self.factory) as session:
+            session.add_all(rows)
+        return len(missing)
+
+    def get_many(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors for texts already in the cache, keyed by text."""
+        wanted = {text_hash(t): t for t in texts}
+        lacking = [h for h in wanted if h not in self._vectors]
+        if lacking:
+            self._vectors.update(self._load(lacking))
+        return {t: self._vectors[h] for h, t in wanted.items() if h in self._vectors}
+
+    def dim(self, encoder: Callable[[], Encoder]) -> int:
+        """The model's dimension, for an empty bank."""
+        return encoder().dim
