@@ -77,6 +77,8 @@ class SentenceTransformerEncoder:
     def __init__(self, name_or_path: str = DEFAULT_MODEL, batch_size: int = 64) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         from sentence_transformers import SentenceTransformer
 
         path = resolve_model_path(name_or_path)

@@ -27,7 +27,7 @@ from app.models import ACTIVE, RETIRED, BankState, Question, utcnow
 from ingest.annotations import load_annotations
 from ingest.concepts import link_concepts
 from ingest.embedder import Encoder
-from ingest.identity import text_hash
+from ingest.identity import question_id, text_hash
 from ingest.index import IndexEntry, remove_other_versions, write_index
 from ingest.parsers import ParseIssue, ParseResult, parse_document
 from ingest.records import QuestionRecord, build_records
@@ -96,14 +96,25 @@ def collect_files(paths: Iterable[Path]) -> tuple[list[Path], list[Path], list[P
     return files, folders, missing
 
 
-def _retire_scope(results: list[ParseResult], folders: list[Path]) -> Callable[[str], bool]:
-    """Which existing rows this run speaks for: parsed files, and deleted files in given folders."""
-    parsed = {str(r.path.resolve()) for r in results if r.ok}
+def _retire_scope(results: list[ParseResult], folders: list[Path]) -> Callable[[Question], bool]:
+    """Which existing rows this run speaks for: parsed files, and deleted files in given folders.
 
-    def covered(source_path: str) -> bool:
-        if source_path in parsed:
+    A question skipped for being malformed keeps its previous version: it is not covered.
+    """
+    parsed = {str(r.path.resolve()) for r in results if r.ok}
+    protected = {
+        question_id(r.path.name, issue.question)
+        for r in results
+        for issue in r.issues
+        if issue.severity == "skipped" and issue.question
+    }
+
+    def covered(row: Question) -> bool:
+        if row.id in protected:
+            return False
+        if row.source_path in parsed:
             return True
-        src = Path(source_path)
+        src = Path(row.source_path)
         return not src.exists() and any(src.parent == folder for folder in folders)
 
     return covered
@@ -136,7 +147,7 @@ def run_ingest(
 
     with transaction(factory) as session:
         existing = {q.id: q for q in session.scalars(select(Question))}
-    keep = [q for q in existing.values() if q.status == ACTIVE and not covered(q.source_path)]
+    keep = [q for q in existing.values() if q.status == ACTIVE and not covered(q)]
     live = records + [_record_of(q) for q in keep]
 
     cache = VectorCache(factory, model_id)
@@ -195,7 +206,7 @@ def _apply(
     session: Session,
     records: list[QuestionRecord],
     existing: dict[str, Question],
-    covered: Callable[[str], bool],
+    covered: Callable[[Question], bool],
     concept_of: dict[str, str],
     summary: IngestSummary,
 ) -> None:
@@ -221,7 +232,7 @@ def _apply(
                 setattr(row, name, getattr(rec, name))
             row.content_hash, row.status, row.retired_at, row.updated_at = digest, ACTIVE, None, now
     for qid, old in existing.items():
-        if qid not in seen and old.status == ACTIVE and covered(old.source_path):
+        if qid not in seen and old.status == ACTIVE and covered(old):
             row = session.get(Question, qid)
             assert row is not None
             row.status, row.retired_at = RETIRED, now

@@ -132,7 +132,11 @@ def _to_question(
         issues.append(ParseIssue(path.name, block.line, f"question {block.number} has no question text"))
         return None
     if not block.accepted:
-        issues.append(ParseIssue(path.name, block.line, f"question {block.number} has no accepted answer"))
+        issues.append(
+            ParseIssue(
+                path.name, block.line, f"question {block.number} has no accepted answer", question=block.text.text
+            )
+        )
         return None
     answers = [p.text for p in block.answers]
     last = max(p.end for p in [block.text, *block.accepted, *block.answers])

@@ -39,6 +39,7 @@ class ParseIssue:
     line: int
     reason: str
     severity: str = "skipped"  # "skipped" (content lost for this run) or "ignored" (noise)
+    question: str | None = None  # the skipped question's text, so its previous version is kept
 
     def as_dict(self) -> dict[str, object]:
         """The JSON shape used by `tutor ingest --json`."""

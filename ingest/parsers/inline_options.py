@@ -84,7 +84,9 @@ def _parse_one(
     marked = [opt for opt, is_correct in options if is_correct]
     accepted = stated or (marked[0] if marked else None)
     if not accepted:
-        issues.append(ParseIssue(path.name, start + 1, f"question {number} has no accepted answer"))
+        issues.append(
+            ParseIssue(path.name, start + 1, f"question {number} has no accepted answer", question=text)
+        )
         return None
     if marked and stated and clean(marked[0]).casefold() != stated.casefold():
         issues.append(

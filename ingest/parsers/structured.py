@@ -86,11 +86,19 @@ def parse(path: Path, text: str) -> ParseResult:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'item'}: {err['msg']}" for err in exc.errors()
             )
-            result.issues.append(ParseIssue(path.name, first, f"question {idx + 1} is invalid: {problems}"))
+            text = raw.get("question") if isinstance(raw, dict) else None
+            result.issues.append(
+                ParseIssue(
+                    path.name, first, f"question {idx + 1} is invalid: {problems}",
+                    question=text if isinstance(text, str) else None,
+                )
+            )
             continue
         accepted = [clean(a) for a in item.accepted_answers if clean(a)]
         if not accepted:
-            result.issues.append(ParseIssue(path.name, first, f"question {idx + 1} has no accepted answer"))
+            result.issues.append(
+                ParseIssue(path.name, first, f"question {idx + 1} has no accepted answer", question=item.question)
+            )
             continue
         result.questions.append(
             ParsedQuestion(

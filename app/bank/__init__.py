@@ -1,0 +1,1 @@
+"""The question bank as the service sees it: queries and the learner's and author's views."""

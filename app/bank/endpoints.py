@@ -1,0 +1,45 @@
+"""HTTP routes of the bank: questions and topics."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.bank import repository
+from app.bank.schemas import QuestionOut, QuestionPage, TopicOut
+from app.bank.views import learner_view
+from app.deps import RuntimeDep, SessionDep
+from ingest.taxonomy import Taxonomy
+
+router = APIRouter(prefix="/v1", tags=["bank"])
+
+
+@router.get("/questions", response_model=QuestionPage)
+def list_questions(
+    session: SessionDep,
+    topic: Annotated[str | None, Query(max_length=64, description="topic id, see /v1/topics")] = None,
+    q: Annotated[str | None, Query(max_length=200, description="words in the question text")] = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> QuestionPage:
+    """List bank questions as learners see them (no answers, no explanations)."""
+    rows, total = repository.list_questions(session, topic=topic, q=q, offset=offset, limit=limit)
+    items = [QuestionOut.model_validate(learner_view(r)) for r in rows]
+    return QuestionPage(items=items, total=total, offset=offset, limit=limit)
+
+
+@router.get("/questions/{question_id}", response_model=QuestionOut)
+def get_question(question_id: str, session: SessionDep) -> QuestionOut:
+    """One question as a learner sees it."""
+    return QuestionOut.model_validate(learner_view(repository.get_question(session, question_id)))
+
+
+@router.get("/topics", response_model=list[TopicOut])
+def list_topics(session: SessionDep, runtime: RuntimeDep) -> list[TopicOut]:
+    """The taxonomy's topics with question counts."""
+    counts = repository.topic_counts(session)
+    taxonomy = Taxonomy.load(runtime.settings.taxonomy_path)
+    known = [TopicOut(id=t.id, name=t.name, count=counts.get(t.id, 0)) for t in taxonomy.topics]
+    extra = [TopicOut(id=t, name=t, count=n) for t, n in sorted(counts.items()) if t not in taxonomy.by_id]
+    return known + extra

@@ -1,0 +1,186 @@
+"""The `tutor` command line: ingest, bank, search, serve."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from app.config import Settings, get_settings
+from app.db import transaction
+from app.runtime import Runtime
+
+app = typer.Typer(help="GPU Tutor: a tutor for multi-GPU computing and distributed training.", no_args_is_help=True)
+bank_app = typer.Typer(help="Inspect the question bank.", no_args_is_help=True)
+db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+app.add_typer(bank_app, name="bank")
+app.add_typer(db_app, name="db")
+err = Console(stderr=True)
+out = Console()
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _runtime(settings: Settings | None = None) -> Runtime:
+    return Runtime.create(settings or get_settings())
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path] | None, typer.Argument(help="files or folders (default: data/raw)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Parse quiz documents into the bank and rebuild the vector index (only what changed)."""
+    from ingest.embedder import model_id_for
+    from ingest.pipeline import IngestConfig, run_ingest
+
+    settings = get_settings()
+    runtime = _runtime(settings)
+    runtime.migrate()
+    encoder_holder: list[Any] = []
+
+    def encoder() -> Any:
+        if not encoder_holder:
+            encoder_holder.append(runtime.encoder_factory(settings))
+        return encoder_holder[0]
+
+    config = IngestConfig(
+        settings.index_path, settings.taxonomy_path, settings.annotations_path, settings.near_duplicate_threshold
+    )
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=err, transient=True, disable=as_json) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        summary = run_ingest(paths or [settings.raw_path], runtime.factory, model_id_for(settings.model),
+                             encoder, config, progress)
+    runtime.close()
+    if as_json:
+        _print_json(summary.as_dict())
+    else:
+        _print_summary(summary.as_dict())
+    if summary.skipped:
+        raise typer.Exit(1)
+
+
+def _print_summary(data: dict[str, Any]) -> None:
+    out.print(
+        f"[bold]{data['questions']}[/] questions: {data['added']} added, {data['updated']} updated, "
+        f"{data['unchanged']} unchanged, {data['retired']} retired; {data['embedded']} texts embedded; "
+        f"index {data['index_version']}"
+    )
+    for doc in data["documents"]:
+        out.print(f"  {doc['file']}: {doc['layout'] or 'not used'}, {doc['questions']} questions")
+    for issue in data["skipped"]:
+        err.print(f"[red]skipped[/] {issue['file']}:{issue['line']}: {issue['reason']}")
+    for issue in data["ignored"]:
+        err.print(f"[yellow]ignored[/] {issue['file']}:{issue['line']}: {issue['reason']}")
+
+
+@bank_app.command("list")
+def bank_list(
+    topic: Annotated[str | None, typer.Option(help="only this topic")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="full items as JSON")] = False,
+) -> None:
+    """List the bank's questions."""
+    from app.bank.repository import list_questions
+    from app.bank.views import author_view
+
+    runtime = _runtime()
+    with transaction(runtime.factory) as session:
+        rows, _ = list_questions(session, topic=topic)
+        items = [author_view(r) for r in rows]
+    if as_json:
+        _print_json(items)
+        return
+    table = Table("id", "source", "topics", "question")
+    for item in items:
+        src = item["source"]
+        table.add_row(item["id"], f"{src['file'][:3]} Q{src['number']}", ", ".join(item["topics"]), item["question"])
+    out.print(table)
+
+
+@bank_app.command("show")
+def bank_show(question_id: str, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Show one question with its answers, options, explanation and notes."""
+    from app.bank.repository import get_question
+    from app.bank.views import author_view
+    from app.errors import NotFoundError
+
+    runtime = _runtime()
+    try:
+        with transaction(runtime.factory) as session:
+            item = author_view(get_question(session, question_id, include_retired=True))
+    except NotFoundError as exc:
+        err.print(f"[red]{exc.message}[/]")
+        raise typer.Exit(1) from exc
+    if as_json:
+        _print_json(item)
+        return
+    for key, value in item.items():
+        out.print(f"[bold]{key}[/]: {value}")
+
+
+@app.command()
+def search(
+    text: str,
+    k: Annotated[int, typer.Option("-k", help="how many questions")] = 5,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Print the questions nearest to a text, with scores."""
+    from app.search import search as run_search
+
+    runtime = _runtime()
+    runtime.load()
+    if runtime.problem:
+        err.print(f"[red]{runtime.problem}[/]")
+        raise typer.Exit(1)
+    encoder, index = runtime.require()
+    with transaction(runtime.factory) as session:
+        hits = run_search(session, encoder, index, text, k)
+        rows = [{"id": h.question.id, "score": round(h.score, 4), "matched": h.kind,
+                 "question": h.question.text, "file": h.question.document, "number": h.question.number}
+                for h in hits]
+    if as_json:
+        _print_json(rows)
+        return
+    for row in rows:
+        out.print(f"{row['score']:.3f}  {row['id']}  {row['question']}  [dim]({row['file']} Q{row['number']})[/]")
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 8000,
+) -> None:
+    """Serve the tutor API."""
+    import uvicorn
+
+    from app.main import create_app
+
+    uvicorn.run(create_app(), host=host, port=port, log_level="info")
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Apply schema migrations."""
+    runtime = _runtime()
+    runtime.migrate()
+    out.print("schema is up to date")
+
+
+def main() -> None:
+    """Entry point of the `tutor` script."""
+    app()

@@ -1,0 +1,34 @@
+"""Request dependencies: the runtime and one database session per request."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.orm import Session
+
+from app.runtime import Runtime
+
+
+def get_runtime(request: Request) -> Runtime:
+    """The process runtime built in the app's lifespan."""
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+def get_session(runtime: Annotated[Runtime, Depends(get_runtime)]) -> Iterator[Session]:
+    """One session per request: commit on success, roll back on error."""
+    session = runtime.factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+SessionDep = Annotated[Session, Depends(get_session)]

@@ -1,0 +1,35 @@
+"""Liveness and readiness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from app.deps import RuntimeDep
+from app.errors import UnavailableError, error_body
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=None)
+def readyz(runtime: RuntimeDep) -> dict[str, Any] | JSONResponse:
+    """Database reachable, model and index loaded and matching; 503 with the reason otherwise."""
+    try:
+        runtime.check_database()
+        encoder, index = runtime.require()
+    except UnavailableError as exc:
+        return JSONResponse(error_body(exc.code, exc.message), 503, headers={"Retry-After": "5"})
+    return {
+        "status": "ready",
+        "model": encoder.model_id,
+        "index_version": index.version[:16],
+        "vectors": len(index.entries),
+    }

@@ -1,0 +1,49 @@
+"""The FastAPI application: create_app builds it; heavy objects are made in the lifespan."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app import health
+from app.bank import endpoints as bank_endpoints
+from app.config import Settings, get_settings
+from app.errors import install_error_handlers
+from app.runtime import EncoderFactory, Runtime, default_encoder
+
+
+def create_app(
+    settings: Settings | None = None,
+    encoder_factory: EncoderFactory = default_encoder,
+    *,
+    load_in_background: bool = True,
+) -> FastAPI:
+    """Build the app; the model and index load after start-up so /healthz answers at once."""
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runtime = Runtime.create(settings, encoder_factory)
+        if settings.auto_migrate:
+            runtime.migrate()
+        app.state.runtime = runtime
+        if load_in_background:
+            threading.Thread(target=runtime.load, name="tutor-load", daemon=True).start()
+        else:
+            runtime.load()
+        yield
+        runtime.close()
+
+    app = FastAPI(
+        title="GPU Tutor",
+        version="0.1.0",
+        summary="A tutor for multi-GPU computing and distributed training, with grounded explanations.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(bank_endpoints.router)
+    return app

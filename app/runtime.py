@@ -1,0 +1,91 @@
+"""The heavy objects a process needs (engine, encoder, index), built once and passed around."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.config import Settings
+from app.db import make_engine, make_sessionmaker, schema_is_current, transaction, upgrade
+from app.errors import UnavailableError
+from app.models import BankState
+from ingest.embedder import Encoder, SentenceTransformerEncoder
+from ingest.index import LoadedIndex, load_index
+from ingest.pipeline import INDEX_VERSION_KEY
+
+log = logging.getLogger(__name__)
+
+EncoderFactory = Callable[[Settings], Encoder]
+
+
+def default_encoder(settings: Settings) -> Encoder:
+    """The configured sentence-transformers model."""
+    return SentenceTransformerEncoder(settings.model)
+
+
+@dataclass
+class Runtime:
+    """Engine, session factory, encoder and index for one process."""
+
+    settings: Settings
+    engine: Engine
+    factory: sessionmaker[Session]
+    encoder_factory: EncoderFactory = default_encoder
+    encoder: Encoder | None = None
+    index: LoadedIndex | None = None
+    problem: str | None = "starting"
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def create(cls, settings: Settings, encoder_factory: EncoderFactory = default_encoder) -> Runtime:
+        """Connect to the database (nothing heavy is loaded yet)."""
+        engine = make_engine(settings.db_url)
+        return cls(settings, engine, make_sessionmaker(engine), encoder_factory)
+
+    def migrate(self) -> None:
+        """Bring the schema up to date."""
+        upgrade(self.engine)
+
+    def load(self) -> None:
+        """Load the encoder and the live index; record what is wrong instead of raising."""
+        with self._lock:
+            try:
+                if not schema_is_current(self.engine):
+                    raise UnavailableError("database schema is not up to date; run `tutor ingest`")
+                if self.encoder is None:
+                    self.encoder = self.encoder_factory(self.settings)
+                self.index = self._load_index(self.encoder)
+                self.problem = None
+            except Exception as exc:
+                self.problem = str(exc)
+                log.error("not ready: %s", exc)
+
+    def _load_index(self, encoder: Encoder) -> LoadedIndex:
+        with transaction(self.factory) as session:
+            state = session.get(BankState, INDEX_VERSION_KEY)
+        if state is None:
+            raise UnavailableError("the bank is empty: run `tutor ingest` first")
+        return load_index(self.settings.index_path, state.value, encoder.model_id, encoder.dim)
+
+    def check_database(self) -> None:
+        """Raise when the database cannot be reached."""
+        try:
+            with self.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception as exc:
+            raise UnavailableError(f"database unreachable: {type(exc).__name__}") from exc
+
+    def require(self) -> tuple[Encoder, LoadedIndex]:
+        """The encoder and index, or a 503 error saying why they are not ready."""
+        if self.problem or self.encoder is None or self.index is None:
+            raise UnavailableError(f"not ready: {self.problem or 'loading'}")
+        return self.encoder, self.index
+
+    def close(self) -> None:
+        """Release connections."""
+        self.engine.dispose()

@@ -1,0 +1,96 @@
+"""Shared fixtures: a temporary data folder, both databases, the fake and the real encoder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from app.config import Settings
+from app.db import make_engine, make_sessionmaker, upgrade
+from ingest.embedder import Encoder
+from ingest.pipeline import IngestConfig, IngestSummary, run_ingest
+from tests.fakes import FakeEncoder
+
+ROOT = Path(__file__).resolve().parent.parent
+SEEDS = ROOT / "data" / "raw"
+PG_URL = os.environ.get("TUTOR_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """A data folder like the project's: raw seeds, taxonomy and annotations."""
+    data = tmp_path / "data"
+    shutil.copytree(SEEDS, data / "raw")
+    for name in ("taxonomy.yaml", "annotations.yaml"):
+        shutil.copy(ROOT / "data" / name, data / name)
+    return data
+
+
+@pytest.fixture(scope="session")
+def postgres_available() -> bool:
+    """Whether the local PostgreSQL answers; CI must have it unless told otherwise."""
+    try:
+        with create_engine(PG_URL).connect() as conn:
+            conn.execute(text("SELECT 1"))
+        return True
+    except Exception:
+        if os.environ.get("TUTOR_SKIP_POSTGRES") == "1":
+            return False
+        raise
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh database: a SQLite file, or a throw-away schema in the local PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tutor.db'}"
+        return
+    if not request.getfixturevalue("postgres_available"):
+        pytest.skip("TUTOR_SKIP_POSTGRES=1 and no PostgreSQL")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f"CREATE SCHEMA {schema}"))
+    yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    with admin.begin() as conn:
+        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+    admin.dispose()
+
+
+@pytest.fixture
+def settings(data_dir: Path, db_url: str) -> Settings:
+    """Settings pointing at the temporary data folder and database."""
+    return Settings(data_dir=data_dir, database_url=db_url)
+
+
+@pytest.fixture
+def fake_encoder() -> FakeEncoder:
+    """A fast deterministic encoder."""
+    return FakeEncoder()
+
+
+@pytest.fixture(scope="session")
+def real_encoder() -> Encoder:
+    """The real bundled model, loaded once per test session."""
+    from ingest.embedder import SentenceTransformerEncoder
+
+    return SentenceTransformerEncoder()
+
+
+def ingest_with(settings: Settings, encoder: Encoder, paths: list[Path] | None = None) -> IngestSummary:
+    """Run an ingestion the way `tutor ingest` does, with the given encoder."""
+    engine = make_engine(settings.db_url)
+    try:
+        upgrade(engine)
+        config = IngestConfig(settings.index_path, settings.taxonomy_path, settings.annotations_path)
+        return run_ingest(
+            paths or [settings.raw_path], make_sessionmaker(engine), encoder.model_id, lambda: encoder, config
+        )
+    finally:
+        engine.dispose()
