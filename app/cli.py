@@ -55,8 +55,14 @@ def ingest(
     config = IngestConfig(
         settings.index_path, settings.taxonomy_path, settings.annotations_path, settings.near_duplicate_threshold
     )
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=err, transient=True, disable=as_json) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=err,
+        transient=True,
+        disable=as_json,
+    ) as bar:
         tasks: dict[str, Any] = {}
 
         def progress(stage: str, done: int, total: int) -> None:
@@ -64,8 +70,9 @@ def ingest(
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        summary = run_ingest(paths or [settings.raw_path], runtime.factory, model_id_for(settings.model),
-                             encoder, config, progress)
+        summary = run_ingest(
+            paths or [settings.raw_path], runtime.factory, model_id_for(settings.model), encoder, config, progress
+        )
     runtime.close()
     if as_json:
         _print_json(summary.as_dict())
@@ -150,9 +157,17 @@ def search(
     encoder, index = runtime.require()
     with transaction(runtime.factory) as session:
         hits = run_search(session, encoder, index, text, k)
-        rows = [{"id": h.question.id, "score": round(h.score, 4), "matched": h.kind,
-                 "question": h.question.text, "file": h.question.document, "number": h.question.number}
-                for h in hits]
+        rows = [
+            {
+                "id": h.question.id,
+                "score": round(h.score, 4),
+                "matched": h.kind,
+                "question": h.question.text,
+                "file": h.question.document,
+                "number": h.question.number,
+            }
+            for h in hits
+        ]
     if as_json:
         _print_json(rows)
         return

@@ -40,9 +40,7 @@ def search(
             best[entry.question_id] = (float(score), entry.kind)
     rows = get_many(session, list(best))
     hits = [
-        Hit(rows[qid], score, kind)
-        for qid, (score, kind) in best.items()
-        if qid in rows and rows[qid].status == ACTIVE
+        Hit(rows[qid], score, kind) for qid, (score, kind) in best.items() if qid in rows and rows[qid].status == ACTIVE
     ]
     hits.sort(key=lambda h: (-h.score, h.question.id))
     return hits[:k]

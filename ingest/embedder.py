@@ -85,9 +85,7 @@ class SentenceTransformerEncoder:
         self.name = name_or_path
         self.model_id = model_id_for(name_or_path)
         self._model = SentenceTransformer(str(path), device="cpu")
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension"
-        )
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         dim = get_dim()
         if not dim:
             raise ModelNotFoundError(f"model at {path} does not report an embedding dimension")

@@ -132,7 +132,9 @@ def load_index(root: Path, version: str, model_id: str, dim: int) -> LoadedIndex
     index = faiss.read_index(str(folder / INDEX_FILE))
     entries = [IndexEntry(q, k, h) for q, k, h in manifest["entries"]]
     if index.ntotal != len(entries) or manifest.get("count") != len(entries):
-        raise IndexError_(f"index in {folder} has {index.ntotal} vectors for {len(entries)} entries; run `tutor ingest`")
+        raise IndexError_(
+            f"index in {folder} has {index.ntotal} vectors for {len(entries)} entries; run `tutor ingest`"
+        )
     return LoadedIndex(index=index, entries=entries, manifest=manifest, version=version)
 
 

@@ -188,17 +188,39 @@ def _index_entries(records: list[QuestionRecord], vectors: dict[str, Any]) -> tu
 
 def _record_of(q: Question) -> QuestionRecord:
     return QuestionRecord(
-        id=q.id, document=q.document, source_path=q.source_path, layout=q.layout, number=q.number,
-        line_start=q.line_start, line_end=q.line_end, text=q.text,
-        accepted_answers=list(q.accepted_answers), wrong_options=list(q.wrong_options),
-        explanation=q.explanation, topics=list(q.topics), notes=list(q.notes),
-        extra_answers=list(q.extra_answers), examples=list(q.examples),
+        id=q.id,
+        document=q.document,
+        source_path=q.source_path,
+        layout=q.layout,
+        number=q.number,
+        line_start=q.line_start,
+        line_end=q.line_end,
+        text=q.text,
+        accepted_answers=list(q.accepted_answers),
+        wrong_options=list(q.wrong_options),
+        explanation=q.explanation,
+        topics=list(q.topics),
+        notes=list(q.notes),
+        extra_answers=list(q.extra_answers),
+        examples=list(q.examples),
     )
 
 
 _FIELDS = (
-    "document", "source_path", "layout", "number", "line_start", "line_end", "text", "accepted_answers",
-    "wrong_options", "explanation", "topics", "notes", "extra_answers", "examples",
+    "document",
+    "source_path",
+    "layout",
+    "number",
+    "line_start",
+    "line_end",
+    "text",
+    "accepted_answers",
+    "wrong_options",
+    "explanation",
+    "topics",
+    "notes",
+    "extra_answers",
+    "examples",
 )
 
 

@@ -60,8 +60,12 @@ def build_records(
             qid = question_id(path.name, q.text)
             if qid in records:
                 issues.append(
-                    ParseIssue(path.name, q.line_start, f"question {q.number} repeats question "
-                               f"{records[qid].number} of the same document", "ignored")
+                    ParseIssue(
+                        path.name,
+                        q.line_start,
+                        f"question {q.number} repeats question {records[qid].number} of the same document",
+                        "ignored",
+                    )
                 )
                 continue
             note = annotations.get(qid)

@@ -36,8 +36,7 @@ class Taxonomy:
         """Read the taxonomy file."""
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
         topics = [
-            Topic(t["id"], t["name"], tuple(_pattern(str(k)) for k in t.get("keywords", [])))
-            for t in raw["topics"]
+            Topic(t["id"], t["name"], tuple(_pattern(str(k)) for k in t.get("keywords", []))) for t in raw["topics"]
         ]
         concepts = [
             Topic(c["id"], c["id"], tuple(_pattern(str(k)) for k in c.get("terms", [])))

@@ -63,8 +63,14 @@ class VectorCache:
             for text, vec in zip(batch, vectors, strict=True):
                 digest = text_hash(text)
                 self._vectors[digest] = np.asarray(vec, dtype=np.float32)
-                rows.append(Embedding(model_id=self.model_id, text_hash=digest, dim=len(vec),
-                                      vector=np.asarray(vec, dtype=np.float32).tobytes()))
+                rows.append(
+                    Embedding(
+                        model_id=self.model_id,
+                        text_hash=digest,
+                        dim=len(vec),
+                        vector=np.asarray(vec, dtype=np.float32).tobytes(),
+                    )
+                )
             if progress:
                 progress("embed", min((i + 1) * BATCH, len(missing)), len(missing))
         with transaction(self.factory) as session:

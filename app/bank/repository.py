@@ -22,9 +22,7 @@ def list_questions(
     """Active questions in document order, filtered by topic and by text; with the total."""
     rows = list(
         session.scalars(
-            select(Question)
-            .where(Question.status == ACTIVE)
-            .order_by(Question.document, Question.number, Question.id)
+            select(Question).where(Question.status == ACTIVE).order_by(Question.document, Question.number, Question.id)
         )
     )
     # Topics are a JSON list: filtering in Python keeps SQLite and PostgreSQL identical.

@@ -30,9 +30,7 @@ MAX_DOCUMENT_BYTES = 2 * 1024 * 1024
 def _read_text(path: Path, max_bytes: int) -> str:
     size = path.stat().st_size
     if size > max_bytes:
-        raise DocumentError(
-            f"file is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.1f} MB limit for a quiz document"
-        )
+        raise DocumentError(f"file is {size / 1e6:.1f} MB, over the {max_bytes / 1e6:.1f} MB limit for a quiz document")
     data = path.read_bytes()
     if not data.strip():
         raise DocumentError("file is empty")

@@ -108,16 +108,12 @@ def parse(path: Path, lines: list[str], title: str | None) -> ParseResult:
     question_texts = {b.text.text for b in blocks if b.text}
     for para in preamble:
         if not is_trailer(para.text, title, question_texts):
-            result.issues.append(
-                ParseIssue(path.name, para.line, "ignored text before the first question", "ignored")
-            )
+            result.issues.append(ParseIssue(path.name, para.line, "ignored text before the first question", "ignored"))
     for block in blocks:
         for para in block.extra:
             if not is_trailer(para.text, title, question_texts):
                 result.issues.append(
-                    ParseIssue(
-                        path.name, para.line, f"ignored unexpected text in question {block.number}", "ignored"
-                    )
+                    ParseIssue(path.name, para.line, f"ignored unexpected text in question {block.number}", "ignored")
                 )
         question = _to_question(path, block, distractors, result.issues)
         if question is not None:
@@ -125,9 +121,7 @@ def parse(path: Path, lines: list[str], title: str | None) -> ParseResult:
     return result
 
 
-def _to_question(
-    path: Path, block: _Block, distractors: bool, issues: list[ParseIssue]
-) -> ParsedQuestion | None:
+def _to_question(path: Path, block: _Block, distractors: bool, issues: list[ParseIssue]) -> ParsedQuestion | None:
     if block.text is None:
         issues.append(ParseIssue(path.name, block.line, f"question {block.number} has no question text"))
         return None

@@ -41,9 +41,7 @@ def parse(path: Path, lines: list[str], title: str | None) -> ParseResult:
     question_texts = {clean(_QUESTION.match(g[1][0].strip()).group(2)) for g in groups}  # type: ignore[union-attr]
     for idx in range(first):
         if not is_trailer(lines[idx], title, question_texts):
-            result.issues.append(
-                ParseIssue(path.name, idx + 1, "ignored text before the first question", "ignored")
-            )
+            result.issues.append(ParseIssue(path.name, idx + 1, "ignored text before the first question", "ignored"))
     for start, group in groups:
         question = _parse_one(path, start, group, title, question_texts, result.issues)
         if question is not None:
@@ -84,9 +82,7 @@ def _parse_one(
     marked = [opt for opt, is_correct in options if is_correct]
     accepted = stated or (marked[0] if marked else None)
     if not accepted:
-        issues.append(
-            ParseIssue(path.name, start + 1, f"question {number} has no accepted answer", question=text)
-        )
+        issues.append(ParseIssue(path.name, start + 1, f"question {number} has no accepted answer", question=text))
         return None
     if marked and stated and clean(marked[0]).casefold() != stated.casefold():
         issues.append(

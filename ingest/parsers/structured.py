@@ -1,14 +1,14 @@
 """The authoring format: a YAML (or JSON) bank that people write by hand.
 
-    title: My bank
-    questions:
-      - question: What does reduce-scatter do?
-        accepted_answers: [Reduces, then leaves each rank one disjoint chunk of the result]
-        wrong_options: [Sends the full sum to every rank]
-        explanation: ...
-        topics: [collectives]
-        notes: [...]
-        examples: [{answer: "each rank gets a reduced shard", label: correct}]
+title: My bank
+questions:
+  - question: What does reduce-scatter do?
+    accepted_answers: [Reduces, then leaves each rank one disjoint chunk of the result]
+    wrong_options: [Sends the full sum to every rank]
+    explanation: ...
+    topics: [collectives]
+    notes: [...]
+    examples: [{answer: "each rank gets a reduced shard", label: correct}]
 """
 
 from __future__ import annotations
@@ -86,11 +86,13 @@ def parse(path: Path, text: str) -> ParseResult:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'item'}: {err['msg']}" for err in exc.errors()
             )
-            text = raw.get("question") if isinstance(raw, dict) else None
+            named = raw.get("question") if isinstance(raw, dict) else None
             result.issues.append(
                 ParseIssue(
-                    path.name, first, f"question {idx + 1} is invalid: {problems}",
-                    question=text if isinstance(text, str) else None,
+                    path.name,
+                    first,
+                    f"question {idx + 1} is invalid: {problems}",
+                    question=named if isinstance(named, str) else None,
                 )
             )
             continue

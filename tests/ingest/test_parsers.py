@@ -90,9 +90,7 @@ def test_inline_question_without_answer_is_reported_with_line(tmp_path: Path) ->
 
 def test_block_question_without_accepted_answer_is_reported(tmp_path: Path) -> None:
     text = SEED_001.read_text(encoding="utf-8")
-    broken = text.replace(
-        "Accepted Answer\n\nTensor parallelism for inference\n\n", "", 1
-    )
+    broken = text.replace("Accepted Answer\n\nTensor parallelism for inference\n\n", "", 1)
     result = parse_document(_write(tmp_path, "broken.txt", broken))
     assert [q.number for q in result.questions] == [1, 3, 4, 5]
     (issue,) = [i for i in result.issues if i.severity == "skipped"]

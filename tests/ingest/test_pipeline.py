@@ -110,7 +110,9 @@ def test_deleted_document_retires_its_questions(settings: Settings, fake_encoder
     assert (summary.questions, summary.retired) == (37, 5)
 
 
-def test_ingesting_one_file_leaves_the_rest_alone(settings: Settings, fake_encoder: FakeEncoder, tmp_path: Path) -> None:
+def test_ingesting_one_file_leaves_the_rest_alone(
+    settings: Settings, fake_encoder: FakeEncoder, tmp_path: Path
+) -> None:
     ingest_with(settings, fake_encoder)
     extra = tmp_path / "mine.yaml"
     extra.write_text("questions:\n  - question: What is NVSwitch?\n    accepted_answers: [A switch chip]\n")
