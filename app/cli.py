@@ -199,3 +199,7 @@ def db_upgrade() -> None:
 def main() -> None:
     """Entry point of the `tutor` script."""
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -26,21 +26,29 @@ class Hit:
 def search(
     session: Session, encoder: Encoder, index: LoadedIndex, text: str, k: int = 5, kinds: set[str] | None = None
 ) -> list[Hit]:
-    """The k nearest active questions to the text, best first."""
+    """The k nearest active questions to the text, best first.
+
+    Candidates come from the index; each is then scored on all of its texts: half its best
+    match, half the mean of its best match per kind (question, answer, explanation), so a
+    question that agrees with the query on several of its texts beats one with a single lucky text.
+    """
     vector = encoder.encode([text])
-    scores, positions = index.search(vector, k * _OVERFETCH)
-    best: dict[str, tuple[float, str]] = {}
-    for score, pos in zip(scores[0], positions[0], strict=True):
-        if pos < 0:
+    _, positions = index.search(vector, k * _OVERFETCH)
+    candidates = dict.fromkeys(index.entries[int(p)].question_id for p in positions[0] if p >= 0)
+    scored: list[tuple[float, str, str]] = []
+    for qid in candidates:
+        places = [p for p in index.positions_of(qid) if not kinds or index.entries[p].kind in kinds]
+        if not places:
             continue
-        entry = index.entries[int(pos)]
-        if kinds and entry.kind not in kinds:
-            continue
-        if entry.question_id not in best or score > best[entry.question_id][0]:
-            best[entry.question_id] = (float(score), entry.kind)
-    rows = get_many(session, list(best))
-    hits = [
-        Hit(rows[qid], score, kind) for qid, (score, kind) in best.items() if qid in rows and rows[qid].status == ACTIVE
-    ]
+        sims = index.vectors_at(places) @ vector[0]
+        per_kind: dict[str, float] = {}
+        for place, sim in zip(places, sims, strict=True):
+            kind = index.entries[place].kind
+            per_kind[kind] = max(per_kind.get(kind, -1.0), float(sim))
+        best_kind = max(per_kind, key=lambda kd: per_kind[kd])
+        score = 0.5 * per_kind[best_kind] + 0.5 * sum(per_kind.values()) / len(per_kind)
+        scored.append((score, qid, best_kind))
+    rows = get_many(session, [qid for _, qid, _ in scored])
+    hits = [Hit(rows[qid], s, kd) for s, qid, kd in scored if qid in rows and rows[qid].status == ACTIVE]
     hits.sort(key=lambda h: (-h.score, h.question.id))
     return hits[:k]

@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,18 @@ class LoadedIndex:
     entries: list[IndexEntry]
     manifest: dict[str, Any]
     version: str
+    _by_question: dict[str, list[int]] = field(default_factory=dict, repr=False)
+
+    def positions_of(self, question_id: str) -> list[int]:
+        """Where a question's vectors sit in the index."""
+        if not self._by_question and self.entries:
+            for pos, entry in enumerate(self.entries):
+                self._by_question.setdefault(entry.question_id, []).append(pos)
+        return self._by_question.get(question_id, [])
+
+    def vectors_at(self, positions: list[int]) -> np.ndarray:
+        """The stored vectors at the given positions."""
+        return np.stack([self.index.reconstruct(int(p)) for p in positions])
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Inner-product (cosine) search; returns (scores, positions) with -1 for no hit."""

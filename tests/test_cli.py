@@ -1,0 +1,108 @@
+"""The `tutor` command as a user runs it, with the real model, in a fresh data folder."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+TUTOR = [sys.executable, "-m", "app.cli"]
+
+
+@pytest.fixture
+def env(data_dir: Path) -> dict[str, str]:
+    """The environment of a user whose data folder is `data_dir` (SQLite default)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUTOR_")}
+    return {**env, "TUTOR_DATA_DIR": str(data_dir)}
+
+
+def tutor(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([*TUTOR, *args], env=env, capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_ingest_twice_embeds_nothing_the_second_time(env: dict[str, str], data_dir: Path) -> None:
+    first = json.loads(tutor(env, "ingest", "--json").stdout)
+    index_before = _digest(data_dir / "index")
+    second = json.loads(tutor(env, "ingest", "--json").stdout)
+    assert first["questions"] == 42 and first["embedded"] > 0 and first["added"] == 42
+    assert {k: second[k] for k in ("questions", "added", "updated", "unchanged", "retired", "embedded", "skipped")} == {
+        "questions": 42, "added": 0, "updated": 0, "unchanged": 42, "retired": 0, "embedded": 0, "skipped": []
+    }
+    assert _digest(data_dir / "index") == index_before
+    items = json.loads(tutor(env, "bank", "list", "--json").stdout)
+    assert len(items) == 42
+    assert all(i["accepted_answers"] for i in items)
+    assert sum(1 for i in items if len(i["wrong_options"]) == 3) == 32
+    assert sum(1 for i in items if i["explanation"]) == 17
+    shown = json.loads(tutor(env, "bank", "show", items[0]["id"], "--json").stdout)
+    assert shown == items[0]
+    assert tutor(env, "bank", "show", "q_nope", check=False).returncode == 1
+    hits = json.loads(tutor(env, "search", "what does the zero redundancy optimizer shard", "--json").stdout)
+    assert "ZeRO" in hits[0]["question"]
+
+
+def test_ingest_reports_bad_documents_and_exits_non_zero(env: dict[str, str], data_dir: Path) -> None:
+    tutor(env, "ingest")
+    bad = data_dir / "bad.txt"
+    bad.write_text("Question 1\n\nWhat is NVLink?\n\nAnswer\n\nA cable.\n")
+    proc = tutor(env, "ingest", "--json", str(data_dir / "raw"), str(bad), check=False)
+    assert proc.returncode == 1
+    summary = json.loads(proc.stdout)
+    assert summary["questions"] == 42
+    assert summary["skipped"] == [{"file": "bad.txt", "line": 0, "reason": summary["skipped"][0]["reason"]}]
+    assert "unknown layout" in summary["skipped"][0]["reason"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def served(env: dict[str, str]) -> Iterator[str]:
+    tutor(env, "ingest")
+    port = _free_port()
+    proc = subprocess.Popen([*TUTOR, "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.3)
+        else:
+            pytest.fail("tutor serve did not become ready")
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_serve_answers_health_and_lists_questions(served: str) -> None:
+    assert httpx.get(f"{served}/healthz").status_code == 200
+    page = httpx.get(f"{served}/v1/questions", params={"limit": 100}).json()
+    assert page["total"] == 42
+    assert all("accepted_answers" not in item for item in page["items"])
