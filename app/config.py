@@ -24,6 +24,11 @@ class Settings(BaseSettings):
     model: str = DEFAULT_MODEL
     auto_migrate: bool = True
     near_duplicate_threshold: float = 0.8
+    redis_url: str | None = None
+    default_rate_limit: str = "120/minute"
+    max_answer_chars: int = 2000
+    max_body_bytes: int = 64 * 1024
+    max_bulk_body_bytes: int = 1024 * 1024
 
     @property
     def db_url(self) -> str:

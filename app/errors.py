@@ -16,10 +16,48 @@ class TutorError(Exception):
     status = 400
     code = "bad_request"
 
-    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, message: str, *, details: dict[str, Any] | None = None, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.details = details or {}
+        self.retry_after = retry_after
+
+
+class UnauthorizedError(TutorError):
+    """A missing, unknown or revoked API key."""
+
+    status = 401
+    code = "unauthorized"
+
+
+class ForbiddenError(TutorError):
+    """A valid key without the scope, or a learner token that does not own the resource."""
+
+    status = 403
+    code = "forbidden"
+
+
+class ConflictError(TutorError):
+    """The request conflicts with what is stored (e.g. a question already answered)."""
+
+    status = 409
+    code = "conflict"
+
+
+class PayloadTooLargeError(TutorError):
+    """A body or a field over its size limit."""
+
+    status = 413
+    code = "payload_too_large"
+
+
+class RateLimitedError(TutorError):
+    """Too many requests for this key; retry after `retry_after` seconds."""
+
+    status = 429
+    code = "rate_limited"
 
 
 class NotFoundError(TutorError):
@@ -46,7 +84,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(TutorError)
     async def _tutor(_: Request, exc: TutorError) -> JSONResponse:
-        headers = {"Retry-After": "5"} if exc.status == 503 else None
+        retry = exc.retry_after if exc.retry_after is not None else (5 if exc.status == 503 else None)
+        headers = {"Retry-After": str(retry)} if retry is not None else None
         return JSONResponse(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)

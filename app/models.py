@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Integer, LargeBinary, MetaData, String, Text
+from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, LargeBinary, MetaData, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -79,3 +79,144 @@ class BankState(Base):
 
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class Learner(Base):
+    """A learner, known by an opaque id the API issues; widget and Slack users map onto one."""
+
+    __tablename__ = "learners"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    external_ref: Mapped[str | None] = mapped_column(String(255), unique=True, nullable=True)
+    display_name: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class QuizSession(Base):
+    """A quiz session: which learner, which topics, how long, in which mode."""
+
+    __tablename__ = "quiz_sessions"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id"), index=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    topics: Mapped[list[str]] = mapped_column(JSON)
+    length: Mapped[int] = mapped_column(Integer)
+    current_question_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Attempt(Base):
+    """One graded answer, with everything needed to review the verdict later."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (
+        UniqueConstraint("session_id", "question_id", name="uq_attempts_session_question"),
+        UniqueConstraint("session_id", "idempotency_key", name="uq_attempts_session_key"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    learner_id: Mapped[str | None] = mapped_column(ForeignKey("learners.id"), index=True, nullable=True)
+    session_id: Mapped[str | None] = mapped_column(ForeignKey("quiz_sessions.id"), index=True, nullable=True)
+    question_id: Mapped[str | None] = mapped_column(String(32), index=True, nullable=True)
+    rubric_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    api_key_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    answer: Mapped[str] = mapped_column(Text)
+    choice: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    verdict: Mapped[str] = mapped_column(String(16))
+    score: Mapped[float] = mapped_column(Float)
+    confidence: Mapped[float] = mapped_column(Float)
+    rating: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    grader_version: Mapped[str] = mapped_column(String(64))
+    model_id: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class Card(Base):
+    """The FSRS memory state of one question for one learner."""
+
+    __tablename__ = "cards"
+
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id"), primary_key=True)
+    question_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    state: Mapped[dict[str, Any]] = mapped_column(JSON)
+    due: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    reviews: Mapped[int] = mapped_column(Integer, default=0)
+    last_rating: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Appeal(Base):
+    """A learner's "I was right" on an attempt; both verdicts are kept for authors to review."""
+
+    __tablename__ = "appeals"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    attempt_id: Mapped[str] = mapped_column(ForeignKey("attempts.id"), unique=True)
+    learner_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    question_id: Mapped[str | None] = mapped_column(String(32), index=True, nullable=True)
+    original_verdict: Mapped[str] = mapped_column(String(16))
+    claimed_verdict: Mapped[str] = mapped_column(String(16))
+    comment: Mapped[str | None] = mapped_column(Text, nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default="open", index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class LabelledExample(Base):
+    """A labelled answer that grading uses as evidence (from accepted appeals or authors)."""
+
+    __tablename__ = "labelled_examples"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    question_id: Mapped[str] = mapped_column(String(32), index=True)
+    answer: Mapped[str] = mapped_column(Text)
+    label: Mapped[str] = mapped_column(String(16))
+    source: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ApiKey(Base):
+    """An API key for the public grading API; only a hash of the secret is stored."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    prefix: Mapped[str] = mapped_column(String(16), index=True)
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    rate_limit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class ApiUsage(Base):
+    """Calls per key, per day and endpoint."""
+
+    __tablename__ = "api_usage"
+
+    key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), primary_key=True)
+    day: Mapped[str] = mapped_column(String(10), primary_key=True)
+    endpoint: Mapped[str] = mapped_column(String(64), primary_key=True)
+    calls: Mapped[int] = mapped_column(Integer, default=0)
+    items: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class StoredRubric(Base):
+    """A client's registered question with everything about it precomputed for grading."""
+
+    __tablename__ = "rubrics"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    api_key_id: Mapped[str | None] = mapped_column(String(40), index=True, nullable=True)
+    question: Mapped[str] = mapped_column(Text)
+    reference_answers: Mapped[list[str]] = mapped_column(JSON)
+    wrong_answers: Mapped[list[str]] = mapped_column(JSON)
+    examples: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    prepared: Mapped[dict[str, Any]] = mapped_column(JSON)
+    model_id: Mapped[str] = mapped_column(String(128))
+    grader_version: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
