@@ -9,9 +9,12 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import health
+from app.ask import endpoints as ask_endpoints
 from app.bank import endpoints as bank_endpoints
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
+from app.limits_mw import BodyLimit
+from app.quiz import endpoints as quiz_endpoints
 from app.runtime import EncoderFactory, Runtime, default_encoder
 
 
@@ -44,6 +47,9 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(BodyLimit, default=settings.max_body_bytes, bulk=settings.max_bulk_body_bytes)
     app.include_router(health.router)
     app.include_router(bank_endpoints.router)
+    app.include_router(quiz_endpoints.router)
+    app.include_router(ask_endpoints.router)
     return app

@@ -22,6 +22,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def as_utc(moment: datetime) -> datetime:
+    """The same instant as an aware UTC datetime (SQLite hands back naive ones)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 class Base(DeclarativeBase):
     """Declarative base with a naming convention, so migrations name constraints predictably."""
 
@@ -128,6 +133,7 @@ class Attempt(Base):
     score: Mapped[float] = mapped_column(Float)
     confidence: Mapped[float] = mapped_column(Float)
     rating: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    card_before: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
     grader_version: Mapped[str] = mapped_column(String(64))
     model_id: Mapped[str] = mapped_column(String(128))

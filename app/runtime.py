@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.answers.rubrics import RubricBook
 from app.config import Settings
 from app.db import make_engine, make_sessionmaker, schema_is_current, transaction, upgrade
 from app.errors import UnavailableError
@@ -38,6 +39,7 @@ class Runtime:
     encoder_factory: EncoderFactory = default_encoder
     encoder: Encoder | None = None
     index: LoadedIndex | None = None
+    rubrics: RubricBook | None = None
     problem: str | None = "starting"
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -60,6 +62,10 @@ class Runtime:
                 if self.encoder is None:
                     self.encoder = self.encoder_factory(self.settings)
                 self.index = self._load_index(self.encoder)
+                encoder = self.encoder
+                book = RubricBook(self.factory, encoder.model_id, lambda: encoder)
+                book.build()
+                self.rubrics = book
                 self.problem = None
             except Exception as exc:
                 self.problem = str(exc)
@@ -85,6 +91,13 @@ class Runtime:
         if self.problem or self.encoder is None or self.index is None:
             raise UnavailableError(f"not ready: {self.problem or 'loading'}")
         return self.encoder, self.index
+
+    def grading(self) -> tuple[Encoder, LoadedIndex, RubricBook]:
+        """Everything grading needs, or a 503 error saying why it is not ready."""
+        encoder, index = self.require()
+        if self.rubrics is None:
+            raise UnavailableError("not ready: rubrics are loading")
+        return encoder, index, self.rubrics
 
     def close(self) -> None:
         """Release connections."""

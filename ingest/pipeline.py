@@ -32,7 +32,7 @@ from ingest.index import IndexEntry, remove_other_versions, write_index
 from ingest.parsers import ParseIssue, ParseResult, parse_document
 from ingest.records import QuestionRecord, build_records
 from ingest.taxonomy import Taxonomy
-from ingest.vectors import VectorCache
+from ingest.vectors import CachedEncoder, VectorCache
 
 Progress = Callable[[str, int, int], None]
 INDEX_VERSION_KEY = "index_version"
@@ -154,6 +154,7 @@ def run_ingest(
     texts = [t for r in live for t in r.embed_texts()]
     summary.embedded = cache.ensure(texts, encoder, progress)
     vectors = cache.get_many(texts)
+    summary.embedded += _precompute_rubrics(live, cache, encoder)
 
     terms = {r.id: taxonomy.primary_concept(r.text) for r in live}
     concept_of = link_concepts(live, vectors, config.near_duplicate_threshold, terms)
@@ -169,6 +170,16 @@ def run_ingest(
     summary.index_version = version
     remove_other_versions(config.index_dir, version)
     return summary
+
+
+def _precompute_rubrics(records: list[QuestionRecord], cache: VectorCache, encoder: Callable[[], Encoder]) -> int:
+    """Embed everything grading needs (key ideas too), so the service builds rubrics from the cache."""
+    from app.answers.items import item_for
+    from app.grading import prepare_many
+
+    cached = CachedEncoder(cache, encoder)
+    prepare_many([item_for(r) for r in records], cached)
+    return cached.embedded
 
 
 def _index_entries(records: list[QuestionRecord], vectors: dict[str, Any]) -> tuple[list[IndexEntry], Any]:

@@ -88,3 +88,35 @@ class VectorCache:
     def dim(self, encoder: Callable[[], Encoder]) -> int:
         """The model's dimension, for an empty bank."""
         return encoder().dim
+
+
+class CachedEncoder:
+    """An Encoder that answers from the cache and embeds (and caches) only what it lacks.
+
+    Grading rubrics are built through it: at ingestion it fills the cache, and at start-up
+    the service rebuilds every rubric from the cache without calling the model.
+    """
+
+    def __init__(self, cache: VectorCache, encoder: Callable[[], Encoder], dim: int | None = None) -> None:
+        self.cache = cache
+        self._encoder = encoder
+        self.model_id = cache.model_id
+        self._dim = dim
+        self.embedded = 0
+
+    @property
+    def dim(self) -> int:  # type: ignore[override]
+        """The vector size (asks the model only when no vector is cached yet)."""
+        if self._dim is None:
+            self._dim = self._encoder().dim
+        return self._dim
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for the texts, in order; cache misses are embedded in one batch and stored."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self.embedded += self.cache.ensure(texts, self._encoder)
+        found = self.cache.get_many(texts)
+        rows = np.stack([found[t] for t in texts])
+        self._dim = rows.shape[1]
+        return rows

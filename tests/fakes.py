@@ -18,6 +18,7 @@ class FakeEncoder:
         self.dim = dim
         self.model_id = model_id
         self.calls: list[int] = []  # batch sizes, so tests can count encoder calls
+        self.texts: list[str] = []  # every text encoded, in order
 
     def _bucket(self, token: str) -> int:
         return int.from_bytes(hashlib.blake2b(token.encode(), digest_size=4).digest(), "little") % self.dim
@@ -25,6 +26,7 @@ class FakeEncoder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Encode texts deterministically; every call is recorded in `calls`."""
         self.calls.append(len(texts))
+        self.texts.extend(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             words = _WORD.findall(text.lower())

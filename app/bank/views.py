@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import random
 import string
-from typing import Any
+from typing import Any, Protocol
 
 from app.models import Question
+
+
+class _WithOptions(Protocol):
+    id: str
+    accepted_answers: list[str]
+    wrong_options: list[str]
 
 
 def source_of(q: Question) -> dict[str, Any]:
@@ -14,7 +20,7 @@ def source_of(q: Question) -> dict[str, Any]:
     return {"file": q.document, "number": q.number, "lines": [q.line_start, q.line_end]}
 
 
-def options_of(q: Question) -> list[dict[str, str]]:
+def options_of(q: _WithOptions) -> list[dict[str, str]]:
     """The multiple-choice options, shuffled the same way every time (seeded by the id), unmarked."""
     if not q.wrong_options:
         return []

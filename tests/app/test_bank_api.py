@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
@@ -14,14 +11,6 @@ from app.main import create_app
 from app.models import Question
 from tests.conftest import ingest_with
 from tests.fakes import FakeEncoder
-
-
-@pytest.fixture
-def client(settings: Settings, fake_encoder: FakeEncoder) -> Iterator[TestClient]:
-    ingest_with(settings, fake_encoder)
-    app = create_app(settings, lambda _: fake_encoder, load_in_background=False)
-    with TestClient(app) as c:
-        yield c
 
 
 def test_health_and_ready(client: TestClient, fake_encoder: FakeEncoder) -> None:

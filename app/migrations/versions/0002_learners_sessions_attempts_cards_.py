@@ -121,6 +121,7 @@ def upgrade() -> None:
     sa.Column('score', sa.Float(), nullable=False),
     sa.Column('confidence', sa.Float(), nullable=False),
     sa.Column('rating', sa.Integer(), nullable=True),
+    sa.Column('card_before', sa.JSON(), nullable=True),
     sa.Column('result', sa.JSON(), nullable=False),
     sa.Column('grader_version', sa.String(length=64), nullable=False),
     sa.Column('model_id', sa.String(length=128), nullable=False),

@@ -1,0 +1,1 @@
+"""Grading bank answers: rubrics for bank questions, grounded explanations, related material."""

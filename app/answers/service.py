@@ -1,0 +1,68 @@
+"""Grade an answer to a bank question and attach everything a learner needs to trust the verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.answers.grounding import explanation_for, related_questions
+from app.answers.rubrics import RubricBook
+from app.bank.repository import get_question
+from app.bank.views import source_of
+from app.demos_catalog import demos_for
+from app.grading import GradeResult, Rubric, grade
+from app.models import Question
+from ingest.embedder import Encoder
+from ingest.index import LoadedIndex
+
+
+def misconception_text(result: GradeResult) -> str | None:
+    """A sentence naming the matched wrong answer, if the grader matched one."""
+    if not result.matched_misconception:
+        return None
+    return f"This is the misconception that {result.matched_misconception[0].lower()}{result.matched_misconception[1:]}"
+
+
+def payload(
+    session: Session, index: LoadedIndex, question: Question, rubric: Rubric, result: GradeResult, model_id: str
+) -> dict[str, Any]:
+    """The full grading result: verdict, evidence, grounded explanation, caveats, related material."""
+    vector = rubric.question_vec
+    return {
+        "question_id": question.id,
+        "verdict": result.verdict,
+        "score": round(result.score, 4),
+        "confidence": round(result.confidence, 4),
+        "feedback": result.feedback,
+        "matched_answer": result.matched_answer,
+        "matched_misconception": result.matched_misconception,
+        "misconception": misconception_text(result),
+        "covered_ideas": result.covered_ideas,
+        "missing_ideas": result.missing_ideas,
+        "flags": result.flags,
+        "accepted_answer": question.accepted_answers[0],
+        "explanation": explanation_for(session, index, question, vector),
+        "caveats": list(question.notes),
+        "citation": source_of(question),
+        "related_questions": related_questions(session, index, question, vector),
+        "related_demos": demos_for(question.topics),
+        "grader_version": result.grader_version,
+        "model": model_id,
+    }
+
+
+def grade_bank_answer(
+    session: Session,
+    book: RubricBook,
+    encoder: Encoder,
+    index: LoadedIndex,
+    question_id: str,
+    answer: str,
+    choice: str | None = None,
+) -> tuple[Question, GradeResult, dict[str, Any]]:
+    """Grade one answer to a bank question: one encoder call for the answer."""
+    question = get_question(session, question_id)
+    rubric = book.get(session, question)
+    result = grade(rubric, answer, encoder, choice=choice)
+    return question, result, payload(session, index, question, rubric, result, encoder.model_id)

@@ -1,0 +1,1 @@
+"""Appeals: a learner's "I was right", kept for authors to review."""

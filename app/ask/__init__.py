@@ -1,0 +1,1 @@
+"""Grounded answers to concept questions, from the bank's own material."""

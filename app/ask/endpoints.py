@@ -1,0 +1,27 @@
+"""HTTP route of grounded Q&A."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.ask.service import ask
+from app.deps import RuntimeDep, SessionDep
+
+router = APIRouter(prefix="/v1", tags=["ask"])
+
+
+class AskIn(BaseModel):
+    """A concept question."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": "what does reduce-scatter do in FSDP?"}]})
+    text: str = Field(min_length=1, max_length=500)
+
+
+@router.post("/ask")
+def ask_route(body: AskIn, session: SessionDep, runtime: RuntimeDep) -> dict[str, Any]:
+    """The bank's best-supported passages with citations, or an honest 'no material on that'."""
+    encoder, index = runtime.require()
+    return ask(session, encoder, index, body.text)

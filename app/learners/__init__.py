@@ -1,0 +1,1 @@
+"""Learners: opaque ids, and their progress."""

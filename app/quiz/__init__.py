@@ -1,0 +1,1 @@
+"""Quiz sessions: choosing questions, taking answers, spaced repetition with FSRS."""

@@ -1,0 +1,150 @@
+"""Quiz sessions: create, serve the next question, take an answer exactly once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.answers.rubrics import RubricBook
+from app.answers.service import grade_bank_answer
+from app.bank.views import learner_view
+from app.errors import ConflictError, NotFoundError
+from app.ids import new_id
+from app.learners.service import get_learner
+from app.models import Attempt, Card, QuizSession, utcnow
+from app.quiz.scheduler import review
+from app.quiz.selection import choose_next
+from ingest.embedder import Encoder
+from ingest.index import LoadedIndex
+
+
+def create_session(session: Session, *, learner_id: str, topics: list[str], length: int, mode: str) -> QuizSession:
+    """A new quiz session for an existing learner."""
+    get_learner(session, learner_id)
+    quiz = QuizSession(id=new_id("s"), learner_id=learner_id, topics=topics, length=length, mode=mode)
+    session.add(quiz)
+    session.flush()
+    return quiz
+
+
+def get_session(session: Session, session_id: str) -> QuizSession:
+    """A quiz session by id, or 404."""
+    quiz = session.get(QuizSession, session_id)
+    if quiz is None:
+        raise NotFoundError(f"no quiz session with id {session_id!r}", details={"id": session_id})
+    return quiz
+
+
+def session_progress(session: Session, quiz: QuizSession) -> dict[str, Any]:
+    """Counts derived from the stored attempts, so concurrent answers can never double count."""
+    rows = session.execute(
+        select(Attempt.verdict, func.count()).where(Attempt.session_id == quiz.id).group_by(Attempt.verdict)
+    ).all()
+    counts = {verdict: int(n) for verdict, n in rows}
+    answered = sum(counts.values())
+    return {
+        "answered": answered,
+        "correct": counts.get("correct", 0),
+        "partial": counts.get("partial", 0),
+        "incorrect": counts.get("incorrect", 0),
+        "remaining": max(0, quiz.length - answered),
+        "length": quiz.length,
+        "done": answered >= quiz.length,
+    }
+
+
+def next_question(session: Session, quiz: QuizSession, now: datetime | None = None) -> dict[str, Any]:
+    """The pending question (the same one until it is answered), or a 'done' marker."""
+    progress = session_progress(session, quiz)
+    if progress["done"]:
+        return {"done": True, "reason": "session complete", "question": None, "progress": progress}
+    if quiz.current_question_id:
+        from app.bank.repository import get_many
+
+        pending = get_many(session, [quiz.current_question_id]).get(quiz.current_question_id)
+        if pending is not None and pending.status == "active":
+            return {"done": False, "reason": None, "question": learner_view(pending), "progress": progress}
+    question = choose_next(session, quiz, now or utcnow())
+    if question is None:
+        reason = "no reviews are due" if quiz.mode == "review" else "no more questions for these topics"
+        return {"done": True, "reason": reason, "question": None, "progress": progress}
+    quiz.current_question_id = question.id
+    return {"done": False, "reason": None, "question": learner_view(question), "progress": progress}
+
+
+def _stored(session: Session, quiz_id: str, key: str | None, question_id: str) -> Attempt | None:
+    clauses = [Attempt.session_id == quiz_id]
+    clauses.append(Attempt.idempotency_key == key if key else Attempt.question_id == question_id)
+    return session.scalars(select(Attempt).where(*clauses)).first()
+
+
+def _replay(session: Session, quiz: QuizSession, attempt: Attempt, key: str | None, question_id: str) -> dict[str, Any]:
+    if key and attempt.idempotency_key == key:
+        return {**attempt.result, "attempt_id": attempt.id, "progress": session_progress(session, quiz), "replayed": True}
+    raise ConflictError(
+        f"question {question_id} was already answered in this session",
+        details={"attempt_id": attempt.id, "question_id": question_id},
+    )
+
+
+def _update_card(session: Session, learner_id: str, question_id: str, verdict: str, when: datetime) -> tuple[dict[str, Any] | None, int, datetime]:
+    """Review the learner's card for the question (row-locked); returns (state before, rating, due)."""
+    card = session.get(Card, (learner_id, question_id), with_for_update=True)
+    before = dict(card.state) if card else None
+    state, due, rating = review(before, verdict, when)
+    if card is None:
+        card = Card(learner_id=learner_id, question_id=question_id, state=state, due=due, reviews=0)
+        session.add(card)
+    card.state, card.due, card.last_rating, card.updated_at = state, due, rating, when
+    card.reviews = (card.reviews or 0) + 1
+    return before, rating, due
+
+
+def submit_answer(
+    session: Session,
+    grading: tuple[Encoder, LoadedIndex, RubricBook],
+    *,
+    session_id: str,
+    question_id: str,
+    answer: str,
+    choice: str | None = None,
+    idempotency_key: str | None = None,
+) -> dict[str, Any]:
+    """Grade and record one answer; a retry with the same Idempotency-Key returns the same result."""
+    quiz = get_session(session, session_id)
+    stored = _stored(session, quiz.id, idempotency_key, question_id)
+    if stored is not None:
+        return _replay(session, quiz, stored, idempotency_key, question_id)
+    if quiz.current_question_id != question_id:
+        raise ConflictError(
+            "answer the question this session asked: GET /v1/sessions/{id}/next gives it",
+            details={"expected_question_id": quiz.current_question_id, "question_id": question_id},
+        )
+    encoder, index, book = grading
+    question, result, body = grade_bank_answer(session, book, encoder, index, question_id, answer, choice)
+    now = datetime.now(UTC)
+    attempt = Attempt(
+        id=new_id("a"), learner_id=quiz.learner_id, session_id=quiz.id, question_id=question.id,
+        idempotency_key=idempotency_key, answer=answer, choice=choice, verdict=result.verdict,
+        score=result.score, confidence=result.confidence, result=body,
+        grader_version=result.grader_version, model_id=encoder.model_id, created_at=now,
+    )
+    try:
+        with session.begin_nested():
+            session.add(attempt)
+            session.flush()
+            before, rating, due = _update_card(session, quiz.learner_id, question.id, result.verdict, now)
+            attempt.card_before, attempt.rating = before, rating
+            quiz.current_question_id = None
+    except IntegrityError:
+        stored = _stored(session, quiz.id, idempotency_key, question_id)
+        if stored is None:
+            raise
+        return _replay(session, quiz, stored, idempotency_key, question_id)
+    schedule = {"rating": rating, "due": due.isoformat()}
+    attempt.result = {**body, "schedule": schedule}
+    return {**attempt.result, "attempt_id": attempt.id, "progress": session_progress(session, quiz), "replayed": False}
