@@ -14,6 +14,7 @@ from rich.table import Table
 
 from app.config import Settings, get_settings
 from app.db import transaction
+from app.keys.cli import keys_app
 from app.runtime import Runtime
 
 app = typer.Typer(help="GPU Tutor: a tutor for multi-GPU computing and distributed training.", no_args_is_help=True)
@@ -21,6 +22,7 @@ bank_app = typer.Typer(help="Inspect the question bank.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(bank_app, name="bank")
 app.add_typer(db_app, name="db")
+app.add_typer(keys_app, name="keys")
 err = Console(stderr=True)
 out = Console()
 

@@ -31,4 +31,5 @@ def get_session(runtime: Annotated[Runtime, Depends(get_runtime)]) -> Iterator[S
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": commit before the response is sent, so a client's next request sees the write.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger(__name__)
 
 
 class TutorError(Exception):
@@ -16,9 +20,7 @@ class TutorError(Exception):
     status = 400
     code = "bad_request"
 
-    def __init__(
-        self, message: str, *, details: dict[str, Any] | None = None, retry_after: int | None = None
-    ) -> None:
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.details = details or {}
@@ -87,6 +89,13 @@ def install_error_handlers(app: FastAPI) -> None:
         retry = exc.retry_after if exc.retry_after is not None else (5 if exc.status == 503 else None)
         headers = {"Retry-After": str(retry)} if retry is not None else None
         return JSONResponse(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
+
+    @app.exception_handler(OperationalError)
+    @app.exception_handler(InterfaceError)
+    async def _database(_: Request, exc: Exception) -> JSONResponse:
+        log.error("database error: %s", exc)
+        body = error_body("database_unavailable", "the database is unavailable; try again shortly")
+        return JSONResponse(body, 503, headers={"Retry-After": "5"})
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -19,8 +19,15 @@ _BUNDLED_NAMES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
 class Encoder(Protocol):
     """Turns texts into L2-normalised float32 vectors, one row per text."""
 
-    model_id: str
-    dim: int
+    @property
+    def model_id(self) -> str:
+        """Names the model and its weights; vectors of different ids never mix."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """The vector size."""
+        ...
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Encode texts in one batch; returns an array of shape (len(texts), dim)."""

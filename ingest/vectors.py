@@ -105,7 +105,7 @@ class CachedEncoder:
         self.embedded = 0
 
     @property
-    def dim(self) -> int:  # type: ignore[override]
+    def dim(self) -> int:
         """The vector size (asks the model only when no vector is cached yet)."""
         if self._dim is None:
             self._dim = self._encoder().dim

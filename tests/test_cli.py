@@ -5,18 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.serving import run_tutor, serving
+
 pytestmark = pytest.mark.slow
-TUTOR = [sys.executable, "-m", "app.cli"]
 
 
 @pytest.fixture
@@ -26,15 +23,12 @@ def env(data_dir: Path) -> dict[str, str]:
     return {**env, "TUTOR_DATA_DIR": str(data_dir)}
 
 
-def tutor(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([*TUTOR, *args], env=env, capture_output=True, text=True, timeout=300)
-    if check:
-        assert proc.returncode == 0, proc.stderr
-    return proc
+tutor = run_tutor
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()}
+    files = (p for p in folder.rglob("*") if p.is_file())
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in files}
 
 
 def test_ingest_twice_embeds_nothing_the_second_time(env: dict[str, str], data_dir: Path) -> None:
@@ -70,35 +64,11 @@ def test_ingest_reports_bad_documents_and_exits_non_zero(env: dict[str, str], da
     assert "unknown layout" in summary["skipped"][0]["reason"]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def served(env: dict[str, str]) -> Iterator[str]:
     tutor(env, "ingest")
-    port = _free_port()
-    proc = subprocess.Popen([*TUTOR, "serve", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            time.sleep(0.3)
-        else:
-            pytest.fail("tutor serve did not become ready")
+    with serving(env) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_serve_answers_health_and_lists_questions(served: str) -> None:

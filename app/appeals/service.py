@@ -36,7 +36,9 @@ def _reschedule(session: Session, attempt: Attempt, claimed: str) -> bool:
     return True
 
 
-def file_appeal(session: Session, *, attempt_id: str, claimed: str, comment: str | None, learner_id: str | None) -> dict[str, Any]:
+def file_appeal(
+    session: Session, *, attempt_id: str, claimed: str, comment: str | None, learner_id: str | None
+) -> dict[str, Any]:
     """Record the learner's claim, re-schedule the card as they asked, keep both verdicts."""
     attempt = session.get(Attempt, attempt_id)
     if attempt is None:
@@ -48,8 +50,14 @@ def file_appeal(session: Session, *, attempt_id: str, claimed: str, comment: str
     if claimed == attempt.verdict:
         raise ConflictError(f"the attempt was already graded {claimed}", details={"attempt_id": attempt_id})
     appeal = Appeal(
-        id=new_id("ap"), attempt_id=attempt.id, learner_id=attempt.learner_id, question_id=attempt.question_id,
-        original_verdict=attempt.verdict, claimed_verdict=claimed, comment=comment, status="open",
+        id=new_id("ap"),
+        attempt_id=attempt.id,
+        learner_id=attempt.learner_id,
+        question_id=attempt.question_id,
+        original_verdict=attempt.verdict,
+        claimed_verdict=claimed,
+        comment=comment,
+        status="open",
     )
     session.add(appeal)
     rescheduled = _reschedule(session, attempt, claimed)
@@ -91,7 +99,9 @@ def resolve(session: Session, appeal_id: str, *, accept: bool) -> dict[str, Any]
     appeal.status, appeal.resolved_at = ("accepted" if accept else "rejected"), utcnow()
     if accept and attempt is not None and appeal.question_id:
         session.add(
-            LabelledExample(question_id=appeal.question_id, answer=attempt.answer, label=appeal.claimed_verdict, source="appeal")
+            LabelledExample(
+                question_id=appeal.question_id, answer=attempt.answer, label=appeal.claimed_verdict, source="appeal"
+            )
         )
     session.flush()
     return appeal_view(appeal, attempt)

@@ -16,7 +16,9 @@ router = APIRouter(prefix="/v1", tags=["ask"])
 class AskIn(BaseModel):
     """A concept question."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"text": "what does reduce-scatter do in FSDP?"}]})
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"text": "what does reduce-scatter do in FSDP?"}]}
+    )
     text: str = Field(min_length=1, max_length=500)
 
 

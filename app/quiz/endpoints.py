@@ -11,7 +11,17 @@ from app.deps import RuntimeDep, SessionDep
 from app.learners.progress import progress
 from app.learners.service import create_learner, get_learner
 from app.quiz import service
-from app.quiz.schemas import AnswerIn, AnswerOut, AppealIn, AppealOut, LearnerIn, LearnerOut, NextOut, SessionIn, SessionOut
+from app.quiz.schemas import (
+    AnswerIn,
+    AnswerOut,
+    AppealIn,
+    AppealOut,
+    LearnerIn,
+    LearnerOut,
+    NextOut,
+    SessionIn,
+    SessionOut,
+)
 
 router = APIRouter(prefix="/v1", tags=["learning"])
 
@@ -37,8 +47,12 @@ def new_session(body: SessionIn, session: SessionDep) -> SessionOut:
         session, learner_id=body.learner_id, topics=body.topics, length=body.length, mode=body.mode
     )
     return SessionOut(
-        id=quiz.id, learner_id=quiz.learner_id, mode=quiz.mode, topics=quiz.topics, length=quiz.length,
-        progress=service.session_progress(session, quiz),  # type: ignore[arg-type]
+        id=quiz.id,
+        learner_id=quiz.learner_id,
+        mode=quiz.mode,
+        topics=quiz.topics,
+        length=quiz.length,
+        progress=service.session_progress(session, quiz),
     )
 
 
@@ -58,12 +72,19 @@ def answer(
 ) -> dict[str, Any]:
     """Grade an answer to the current question; a retry with the same Idempotency-Key counts once."""
     return service.submit_answer(
-        session, runtime.grading(), session_id=session_id, question_id=body.question_id,
-        answer=body.answer, choice=body.choice, idempotency_key=idempotency_key,
+        session,
+        runtime.grading(),
+        session_id=session_id,
+        question_id=body.question_id,
+        answer=body.answer,
+        choice=body.choice,
+        idempotency_key=idempotency_key,
     )
 
 
 @router.post("/attempts/{attempt_id}/appeal", response_model=AppealOut, status_code=status.HTTP_201_CREATED)
 def appeal(attempt_id: str, body: AppealIn, session: SessionDep) -> dict[str, Any]:
-    """"I was right": record the claim, re-schedule the card, keep both verdicts for authors."""
-    return file_appeal(session, attempt_id=attempt_id, claimed=body.claimed_verdict, comment=body.comment, learner_id=None)
+    """ "I was right": record the claim, re-schedule the card, keep both verdicts for authors."""
+    return file_appeal(
+        session, attempt_id=attempt_id, claimed=body.claimed_verdict, comment=body.comment, learner_id=None
+    )

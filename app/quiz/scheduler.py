@@ -24,7 +24,7 @@ def review(state: dict[str, Any] | None, verdict: str, when: datetime) -> tuple[
     card = FsrsCard.from_dict(state) if state else FsrsCard(card_id=1)  # type: ignore[arg-type]
     rating = rating_for(verdict)
     card, _ = _SCHEDULER.review_card(card, rating, review_datetime=as_utc(when))
-    return card.to_dict(), card.due, int(rating)
+    return dict(card.to_dict()), card.due, int(rating)
 
 
 def retrievability(state: dict[str, Any], when: datetime) -> float:

@@ -35,9 +35,19 @@ class LearnerOut(BaseModel):
 class SessionIn(BaseModel):
     """A quiz session request."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [{"learner_id": "l_3q2dX0b2dC6e6U2n1bXy8w", "topics": ["pipeline-parallelism"], "length": 5,
-                      "mode": "adaptive"}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "learner_id": "l_3q2dX0b2dC6e6U2n1bXy8w",
+                    "topics": ["pipeline-parallelism"],
+                    "length": 5,
+                    "mode": "adaptive",
+                }
+            ]
+        },
+    )
     learner_id: str = Field(min_length=1, max_length=64)
     topics: list[str] = Field(default_factory=list, max_length=20)
     length: int = Field(default=10, ge=1, le=50)
@@ -79,9 +89,17 @@ class NextOut(BaseModel):
 class AnswerIn(BaseModel):
     """A learner's answer to the session's current question."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "examples": [{"question_id": "q_a0719b34b4ec",
-                      "answer": "it sums the gradients and leaves each rank with its own shard"}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "question_id": "q_a0719b34b4ec",
+                    "answer": "it sums the gradients and leaves each rank with its own shard",
+                }
+            ]
+        },
+    )
     question_id: str = Field(min_length=1, max_length=64)
     answer: str = Field(min_length=1, max_length=MAX_ANSWER, description=f"at most {MAX_ANSWER} characters")
     choice: str | None = Field(default=None, max_length=8, description="an option key such as 'B'")

@@ -20,7 +20,7 @@ def _pool(session: Session, quiz: QuizSession) -> list[Question]:
 def _asked(session: Session, quiz: QuizSession) -> tuple[set[str], set[str]]:
     """Question ids and concept ids already answered in this session."""
     ids = set(session.scalars(select(Attempt.question_id).where(Attempt.session_id == quiz.id)))
-    ids.discard(None)  # type: ignore[arg-type]
+    ids.discard(None)
     concepts = set(session.scalars(select(Question.concept_id).where(Question.id.in_(ids)))) if ids else set()
     return {str(i) for i in ids}, concepts
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from app.answers.rubrics import RubricBook
 from app.answers.service import grade_bank_answer
@@ -77,21 +77,35 @@ def next_question(session: Session, quiz: QuizSession, now: datetime | None = No
 
 
 def _stored(session: Session, quiz_id: str, key: str | None, question_id: str) -> Attempt | None:
-    clauses = [Attempt.session_id == quiz_id]
-    clauses.append(Attempt.idempotency_key == key if key else Attempt.question_id == question_id)
-    return session.scalars(select(Attempt).where(*clauses)).first()
+    """The attempt this request repeats (same Idempotency-Key), else one already made for the question."""
+    if key:
+        found = session.scalars(
+            select(Attempt).where(Attempt.session_id == quiz_id, Attempt.idempotency_key == key)
+        ).first()
+        if found is not None:
+            return found
+    return session.scalars(
+        select(Attempt).where(Attempt.session_id == quiz_id, Attempt.question_id == question_id)
+    ).first()
 
 
 def _replay(session: Session, quiz: QuizSession, attempt: Attempt, key: str | None, question_id: str) -> dict[str, Any]:
     if key and attempt.idempotency_key == key:
-        return {**attempt.result, "attempt_id": attempt.id, "progress": session_progress(session, quiz), "replayed": True}
+        return {
+            **attempt.result,
+            "attempt_id": attempt.id,
+            "progress": session_progress(session, quiz),
+            "replayed": True,
+        }
     raise ConflictError(
         f"question {question_id} was already answered in this session",
         details={"attempt_id": attempt.id, "question_id": question_id},
     )
 
 
-def _update_card(session: Session, learner_id: str, question_id: str, verdict: str, when: datetime) -> tuple[dict[str, Any] | None, int, datetime]:
+def _update_card(
+    session: Session, learner_id: str, question_id: str, verdict: str, when: datetime
+) -> tuple[dict[str, Any] | None, int, datetime]:
     """Review the learner's card for the question (row-locked); returns (state before, rating, due)."""
     card = session.get(Card, (learner_id, question_id), with_for_update=True)
     before = dict(card.state) if card else None
@@ -128,10 +142,20 @@ def submit_answer(
     question, result, body = grade_bank_answer(session, book, encoder, index, question_id, answer, choice)
     now = datetime.now(UTC)
     attempt = Attempt(
-        id=new_id("a"), learner_id=quiz.learner_id, session_id=quiz.id, question_id=question.id,
-        idempotency_key=idempotency_key, answer=answer, choice=choice, verdict=result.verdict,
-        score=result.score, confidence=result.confidence, result=body,
-        grader_version=result.grader_version, model_id=encoder.model_id, created_at=now,
+        id=new_id("a"),
+        learner_id=quiz.learner_id,
+        session_id=quiz.id,
+        question_id=question.id,
+        idempotency_key=idempotency_key,
+        answer=answer,
+        choice=choice,
+        verdict=result.verdict,
+        score=result.score,
+        confidence=result.confidence,
+        result=body,
+        grader_version=result.grader_version,
+        model_id=encoder.model_id,
+        created_at=now,
     )
     try:
         with session.begin_nested():

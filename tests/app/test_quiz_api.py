@@ -156,7 +156,10 @@ def test_answer_size_and_blank(client: TestClient) -> None:
 
 
 def test_oversized_body_is_refused_before_parsing(client: TestClient) -> None:
-    res = client.post("/v1/learners", content=b'{"display_name": "' + b"x" * 70_000 + b'"}',
-                      headers={"content-type": "application/json"})
+    res = client.post(
+        "/v1/learners",
+        content=b'{"display_name": "' + b"x" * 70_000 + b'"}',
+        headers={"content-type": "application/json"},
+    )
     assert res.status_code == 413
     assert "64 KB" in res.json()["error"]["message"]

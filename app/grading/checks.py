@@ -1,0 +1,162 @@
+"""Surface checks that sentence vectors miss: evasion, injection, keyword lists, negation, roles."""
+
+from __future__ import annotations
+
+import re
+
+from app.grading.text import (
+    NEGATION_STEMS,
+    NEGATIONS,
+    STOPWORDS,
+    content_stems,
+    has_match,
+    raw_tokens,
+    stem,
+)
+
+_EVASIVE = re.compile(
+    r"^(?:i\s*(?:do\s*n[o']?t|dont|don't|have\s+no)\s+(?:know|idea|remember)|idk|dunno|no\s+idea|"
+    r"not\s+sure|unsure|no\s+clue|pass|skip|\?+|n/?a|none|nothing|whatever|"
+    r"(?:it'?s\s+|it\s+is\s+)?(?:the\s+)?(?:right|correct|best|obvious|usual|first|last)\s+"
+    r"(?:one|answer|option|choice)|(?:see|same\s+as)\s+(?:above|before)|"
+    r"(?:all|none)\s+of\s+(?:the\s+)?above|something|stuff|it\s+depends|depends|"
+    r"i\s+guess|guess|you\s+tell\s+me|good\s+question|yes|no|maybe|ok(?:ay)?|test|asdf\w*)"
+    r"(?:[\s,.!?]+(?:sorry|lol|honestly|tbh|really|i\s+guess|maybe|though))*[\s.!?]*$",
+    re.IGNORECASE,
+)
+
+_INJECTION = re.compile(
+    r"(?:ignore|disregard|forget|override|bypass)\s+(?:all\s+|any\s+|the\s+|your\s+|previous\s+|"
+    r"prior\s+|above\s+|these\s+)*(?:instructions?|rubric|rules?|prompt|grading|criteria|"
+    r"reference|answer\s+key)"
+    r"|(?:mark|grade|score|count|rate|treat|accept|consider)\s+(?:this|it|me|my\s+answer|the\s+answer"
+    r"|this\s+answer)\s+(?:as\s+)?(?:correct|right|true|full|100|perfect|valid)"
+    r"|(?:give|award)\s+(?:me\s+|this\s+)?(?:full|maximum|max|100%?|all\s+the)\s*(?:marks?|points?|"
+    r"credit|score)"
+    r"|system\s+prompt|you\s+are\s+now\s+|as\s+the\s+grader|dear\s+grader|note\s+to\s+(?:the\s+)?grader"
+    r"|(?:this|the)\s+answer\s+(?:is|must\s+be|should\s+be)\s+(?:marked\s+|graded\s+)?(?:correct|right)"
+    r"|verdict\s*[:=]\s*correct|(?:output|return|respond\s+with)\s+[\"']?correct",
+    re.IGNORECASE,
+)
+_TERM = re.compile(r"\b(?:[A-Z][A-Za-z0-9]*[A-Z0-9][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z]*|\w*\d\w*)\b")
+_CLAUSE = re.compile(r"[^.;!?\n]+[.;!?\n]*")
+_SPLIT_CLAUSES = re.compile(r"[;.!?\n]+|,\s*(?:while|whereas|but)\s+|\s+(?:while|whereas)\s+")
+
+
+def is_evasive(answer: str) -> bool:
+    """An answer that says nothing: 'idk', 'the right one', 'not sure'."""
+    text = answer.strip()
+    if not text:
+        return False
+    if _EVASIVE.match(text):
+        return True
+    tokens = raw_tokens(text)
+    return bool(tokens) and all(t in STOPWORDS for t in tokens) and len(tokens) <= 6
+
+
+def strip_injection(answer: str) -> tuple[str, bool]:
+    """Remove sentences that instruct the grader; returns (remaining text, whether any were found)."""
+    if not _INJECTION.search(answer):
+        return answer, False
+    kept: list[str] = []
+    for clause in _CLAUSE.findall(answer):
+        if not _INJECTION.search(clause):
+            kept.append(clause)
+            continue
+        # Keep any real content before the instruction inside the same sentence.
+        head = _INJECTION.split(clause)[0]
+        head = re.split(r"\b(?:so|and|please|also|pls)\s*$", head.strip(" ,-:"), flags=re.I)[0]
+        if len(content_stems(head)) >= 2:
+            kept.append(head.strip(" ,-:") + ". ")
+    return " ".join(k.strip() for k in kept if k.strip()), True
+
+
+def is_keyword_list(answer: str, reference: str) -> bool:
+    """A bare list of terms ('NCCL NVLink RDMA all-reduce') where the reference is a sentence."""
+    tokens = raw_tokens(answer)
+    content = [t for t in tokens if t not in STOPWORDS]
+    if len(content) < 4 or len(tokens) > 14:
+        return False
+    ref_function = [t for t in raw_tokens(reference) if t in STOPWORDS]
+    if len(ref_function) < 2:
+        return False  # the reference is itself a list ("data + tensor + pipeline parallelism")
+    if (len(tokens) - len(content)) / len(tokens) > 0.1:
+        return False
+    # A noun phrase ("8-bit floating point format") is not a list; many named terms are.
+    termlike = len(_TERM.findall(answer))
+    return len(content) >= 6 or termlike >= 2
+
+
+def restates_question(answer: str, question: str, coverage: float) -> bool:
+    """An answer made of the question's own words that adds nothing ('the efficiency metric')."""
+    stems = [s for s in content_stems(answer) if len(s) > 1]
+    if not stems or coverage >= 0.2:
+        return False
+    asked = set(content_stems(question))
+    return sum(1 for s in stems if has_match(s, asked)) / len(stems) >= 0.6
+
+
+HARD_NEGATIONS = NEGATIONS - {"without"}
+
+
+def _is_cue(toks: list[str], i: int, soft: bool) -> bool:
+    tok = toks[i]
+    if tok in HARD_NEGATIONS:
+        return True
+    if not soft:
+        return False
+    if tok == "without" or any(tok.startswith(s) for s in NEGATION_STEMS):
+        return True
+    return tok in {"instead", "rather"} and i + 1 < len(toks) and toks[i + 1] in {"of", "than"}
+
+
+def negated_spans(text: str, soft: bool = True) -> tuple[set[str], list[str]]:
+    """Stems in the scope of a negation cue, and the stems outside any negation scope."""
+    negated: set[str] = set()
+    outside: list[str] = []
+    for clause in _SPLIT_CLAUSES.split(text):
+        toks = raw_tokens(clause)
+        scope = 0
+        for i, tok in enumerate(toks):
+            if _is_cue(toks, i, soft):
+                scope = 3
+                continue
+            if tok in {"but", "so", "because", "it", "its", "they", "which"}:
+                scope = 0
+            if tok in STOPWORDS:
+                continue
+            if scope > 0:
+                negated.add(stem(tok))
+                scope -= 1
+            else:
+                outside.append(stem(tok))
+    return negated, outside
+
+
+def negated_stems(text: str) -> set[str]:
+    """Content stems that fall within the scope of a negation cue (soft cues included)."""
+    return negated_spans(text)[0]
+
+
+def negation_mismatch(answer: str, references: list[str], key_stems: list[set[str]]) -> bool:
+    """The answer flatly denies a key claim of a reference and does not assert it elsewhere.
+
+    Only hard cues (not, no, never, n't) count in the answer: 'bypasses the CPU' or 'without
+    copies' are how correct answers paraphrase. The answer is let off when the text outside
+    its negations still covers most of the reference's key stems ('X, not Y' contrasts).
+    """
+    ans_neg, ans_outside = negated_spans(answer, soft=False)
+    if not ans_neg:
+        return False
+    outside = set(ans_outside)
+    for ref, keys in zip(references, key_stems, strict=True):
+        ref_neg = negated_stems(ref)
+        flipped = {w for w in ans_neg if has_match(w, keys) and not has_match(w, ref_neg)
+                   and not has_match(w, outside)}
+        if not flipped:
+            continue
+        kept = [k for k in keys if k not in ref_neg]
+        covered = sum(1 for k in kept if has_match(k, outside))
+        if covered < 0.5 * len(kept):
+            return True
+    return False

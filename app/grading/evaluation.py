@@ -1,0 +1,210 @@
+"""Dev-set evaluation: the grader against a plain-cosine baseline, 3-way and correct-vs-not."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from app.grading.build import prepare_many
+from app.grading.caveats import extra_references
+from app.grading.grader import GradeResult, grade_many
+from app.grading.logreg import macro_f1
+from app.grading.rubric import GradingItem
+from ingest.embedder import Encoder
+from ingest.parsers import parse_document
+
+LABELS = ["correct", "partial", "incorrect"]
+SEEDS_DIR = Path(__file__).resolve().parents[2] / "data" / "raw"
+
+
+class MemoEncoder:
+    """Remembers vectors within one evaluation so the baseline reuses the grader's encodes."""
+
+    def __init__(self, inner: Encoder) -> None:
+        self.inner, self.model_id, self.dim = inner, inner.model_id, inner.dim
+        self.memo: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Encode only unseen texts, in one batch."""
+        missing = sorted({t for t in texts if t not in self.memo})
+        if missing:
+            self.memo.update(zip(missing, self.inner.encode(missing), strict=True))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.memo[t] for t in texts])
+
+
+def seed_items(seeds_dir: Path = SEEDS_DIR) -> dict[tuple[str, int], GradingItem]:
+    """GradingItems for every seed question, keyed by (file name, question number)."""
+    items: dict[tuple[str, int], GradingItem] = {}
+    for path in sorted(seeds_dir.glob("*.txt")):
+        for q in parse_document(path).questions:
+            refs = list(dict.fromkeys([*q.accepted_answers, *q.notes,
+                                       *extra_references(path.name, q.number)]))
+            options = None
+            if q.wrong_options:
+                options = [*q.accepted_answers, *q.wrong_options]
+                random.Random(f"{path.name}#{q.number}").shuffle(options)
+            items[(path.name, q.number)] = GradingItem(
+                question=q.text, reference_answers=refs, wrong_answers=list(q.wrong_options),
+                explanation=q.explanation, examples=[(e.answer, e.label) for e in q.examples],
+                options=options, key=f"{path.name}#{q.number}")
+    return items
+
+
+@dataclass
+class EvalReport:
+    """Figures for the grader and the cosine baseline on a labelled answer file."""
+
+    n: int
+    accuracy3: float
+    macro_f1_3: float
+    accuracy2: float
+    macro_f1_2: float
+    confusion: dict[str, dict[str, int]]
+    per_kind: dict[str, tuple[int, float]]
+    baseline_accuracy3: float
+    baseline_macro_f1_3: float
+    baseline_accuracy2: float
+    baseline_macro_f1_2: float
+    baseline_thresholds: dict[str, list[float]]
+    errors: list[dict[str, str]] = field(default_factory=list)
+
+
+def _two_way(labels: list[str]) -> list[str]:
+    return ["correct" if x == "correct" else "not" for x in labels]
+
+
+def _accuracy(truth: list[str], pred: list[str]) -> float:
+    return sum(t == p for t, p in zip(truth, pred, strict=True)) / max(1, len(truth))
+
+
+def _baseline(truth: list[str], cos: np.ndarray) -> tuple[list[str], list[str], dict[str, list[float]]]:
+    """Best thresholds chosen after the fact: one for 2-way, two for 3-way."""
+    cands = np.unique(np.quantile(cos, np.linspace(0, 1, 121)))
+    truth2 = _two_way(truth)
+    best2 = max(cands, key=lambda t: macro_f1(truth2, ["correct" if c >= t else "not" for c in cos],
+                                              ["correct", "not"]))
+    best3, best_f = (cands[0], cands[0]), -1.0
+    truth_i = np.array([LABELS.index(t) for t in truth])
+    for i, lo in enumerate(cands):
+        for hi in cands[i:]:
+            f = _f1_codes(truth_i, np.where(cos >= hi, 0, np.where(cos >= lo, 1, 2)))
+            if f > best_f:
+                best3, best_f = (lo, hi), f
+    pred2 = ["correct" if c >= best2 else "not" for c in cos]
+    lo, hi = best3
+    pred3 = np.where(cos >= hi, "correct", np.where(cos >= lo, "partial", "incorrect")).tolist()
+    return pred3, pred2, {"2way": [float(best2)], "3way": [float(lo), float(hi)]}
+
+
+def _f1_codes(truth: np.ndarray, pred: np.ndarray) -> float:
+    """Macro-F1 over three integer-coded labels (vectorised, for the threshold search)."""
+    conf = np.bincount(truth * 3 + pred, minlength=9).reshape(3, 3)
+    tp = np.diag(conf)
+    denom = conf.sum(axis=0) + conf.sum(axis=1)
+    return float(np.mean(np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)))
+
+
+def evaluate(path: Path, encoder: Encoder, seeds_dir: Path = SEEDS_DIR) -> EvalReport:
+    """Grade every labelled answer in a dev file (batched) and compare with plain cosine."""
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    items = seed_items(seeds_dir)
+    missing = {(r["file"], int(r["number"])) for r in rows} - set(items)
+    if missing:
+        raise ValueError(f"dev rows refer to unknown questions: {sorted(missing)[:5]}")
+    memo = MemoEncoder(encoder)
+    keys = sorted(items)
+    rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], memo), strict=True))
+    answers = [r["answer"] for r in rows]
+    results = grade_many([rubrics[(r["file"], int(r["number"]))] for r in rows], answers, memo)
+    vecs = memo.encode(answers)
+    seeds_acc = {k: memo.encode(_accepted(seeds_dir, k)) for k in keys}
+    cos = np.array([float((seeds_acc[(r["file"], int(r["number"]))] @ v).max())
+                    for r, v in zip(rows, vecs, strict=True)])
+    return _report(rows, results, cos)
+
+
+def _accepted(seeds_dir: Path, key: tuple[str, int]) -> list[str]:
+    for q in parse_document(seeds_dir / key[0]).questions:
+        if q.number == key[1]:
+            return list(q.accepted_answers)
+    raise KeyError(key)
+
+
+def _report(rows: list[dict[str, str]], results: list[GradeResult], cos: np.ndarray) -> EvalReport:
+    truth = [r["label"] for r in rows]
+    pred = [res.verdict for res in results]
+    confusion = {t: dict.fromkeys(LABELS, 0) for t in LABELS}
+    for t, p in zip(truth, pred, strict=True):
+        confusion[t][p] += 1
+    kinds: dict[str, list[bool]] = defaultdict(list)
+    for r, p in zip(rows, pred, strict=True):
+        kinds[r.get("kind", "?")].append(p == r["label"])
+    base3, base2, thresholds = _baseline(truth, cos)
+    errors = [{"key": f"{r['file'][:3]}#{r['number']}", "kind": r.get("kind", "?"), "label": r["label"],
+               "verdict": res.verdict, "flags": ",".join(res.flags), "answer": r["answer"]}
+              for r, res in zip(rows, results, strict=True) if res.verdict != r["label"]]
+    return EvalReport(
+        n=len(rows), accuracy3=_accuracy(truth, pred), macro_f1_3=macro_f1(truth, pred, LABELS),
+        accuracy2=_accuracy(_two_way(truth), _two_way(pred)),
+        macro_f1_2=macro_f1(_two_way(truth), _two_way(pred), ["correct", "not"]),
+        confusion=confusion,
+        per_kind={k: (len(v), sum(v) / len(v)) for k, v in sorted(kinds.items())},
+        baseline_accuracy3=_accuracy(truth, base3), baseline_macro_f1_3=macro_f1(truth, base3, LABELS),
+        baseline_accuracy2=_accuracy(_two_way(truth), base2),
+        baseline_macro_f1_2=macro_f1(_two_way(truth), base2, ["correct", "not"]),
+        baseline_thresholds=thresholds, errors=errors)
+
+
+def format_report(report: EvalReport) -> str:
+    """A plain-text table: grader vs cosine baseline, confusion matrix, per-kind accuracy."""
+    lines = [f"{report.n} answers", f"{'':26s}{'grader':>9s}{'cosine':>9s}",
+             f"{'3-way accuracy':26s}{report.accuracy3:9.3f}{report.baseline_accuracy3:9.3f}",
+             f"{'3-way macro-F1':26s}{report.macro_f1_3:9.3f}{report.baseline_macro_f1_3:9.3f}",
+             f"{'correct-vs-not accuracy':26s}{report.accuracy2:9.3f}{report.baseline_accuracy2:9.3f}",
+             f"{'correct-vs-not macro-F1':26s}{report.macro_f1_2:9.3f}{report.baseline_macro_f1_2:9.3f}",
+             "(cosine thresholds chosen after the fact on this file: "
+             f"2-way {report.baseline_thresholds['2way'][0]:.3f}, 3-way "
+             + " / ".join(f"{t:.3f}" for t in report.baseline_thresholds["3way"]) + ")",
+             "", "confusion (rows = label, columns = verdict)",
+             f"{'':12s}" + "".join(f"{x:>11s}" for x in LABELS)]
+    for t in LABELS:
+        lines.append(f"{t:12s}" + "".join(f"{report.confusion[t][p]:11d}" for p in LABELS))
+    lines += ["", "per kind (n, accuracy)"]
+    lines += [f"  {k:18s}{n:5d}{acc:8.3f}" for k, (n, acc) in report.per_kind.items()]
+    return "\n".join(lines)
+
+
+def summary(report: EvalReport) -> dict[str, float]:
+    """The headline figures, as stored in dev_baseline.json."""
+    return {"macro_f1_3": round(report.macro_f1_3, 4), "macro_f1_2": round(report.macro_f1_2, 4),
+            "accuracy3": round(report.accuracy3, 4), "accuracy2": round(report.accuracy2, 4),
+            "baseline_macro_f1_3": round(report.baseline_macro_f1_3, 4),
+            "baseline_macro_f1_2": round(report.baseline_macro_f1_2, 4)}
+
+
+def main() -> None:
+    """`python -m app.grading.evaluation [FILE]`: print the report and the misgraded answers."""
+    import sys
+
+    from ingest.embedder import SentenceTransformerEncoder
+
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else SEEDS_DIR.parent / "eval" / "dev.jsonl"
+    report = evaluate(path, SentenceTransformerEncoder())
+    print(format_report(report))
+    if "-v" in sys.argv:
+        for e in report.errors:
+            print(f"{e['key']:7s} {e['kind']:16s} {e['label']:>9s} -> {e['verdict']:9s} [{e['flags']}] "
+                  f"{e['answer'][:110]}")
+    print(Counter(e["kind"] for e in report.errors))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Combine the signals into a verdict: general model, per-question offsets, examples, hard checks."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from app.grading.align import idea_covered
+from app.grading.checks import restates_question
+from app.grading.roles import roles_swapped, subjects_missing
+from app.grading.rubric import GRADER_VERSION, Rubric
+from app.grading.scoring import GeneralModel, Signals, signals
+from app.grading.text import content_stems
+
+EXAMPLE_FLOOR = 0.75  # labelled examples less similar than this are ignored
+EXAMPLE_WEIGHT = 4.0  # logit shift from a very close labelled example
+EXAMPLE_ADOPT = 0.95  # a near-duplicate of a labelled example takes its label
+UNSURE = 0.65  # confidence below which the verdict is flagged unsure
+WRONG_MARGIN = 0.05  # how much nearer a wrong option must be than the accepted answer
+_BLOCKING = ("evasive", "roles_swapped", "negation_mismatch", "keyword_list", "off_topic",
+             "misconception")
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+
+def _example_evidence(rubric: Rubric, sig: Signals) -> tuple[float, float, str | None]:
+    """Logit shifts for (correct, partial) from similar labelled examples, and an adopted label."""
+    ev_c = ev_p = 0.0
+    adopted: str | None = None
+    best = -1.0
+    for sim, (_, label) in zip(sig.example_sims, rubric.item.examples, strict=True):
+        if sim < EXAMPLE_FLOOR:
+            continue
+        w = ((sim - EXAMPLE_FLOOR) / (1 - EXAMPLE_FLOOR)) ** 2
+        ev_c += w * (1.0 if label == "correct" else -1.0)
+        ev_p += w * (1.0 if label in ("correct", "partial") else -1.0)
+        if sim >= EXAMPLE_ADOPT and sim > best:
+            adopted, best = label, sim
+    return EXAMPLE_WEIGHT * ev_c, EXAMPLE_WEIGHT * ev_p, adopted
+
+
+def _misconception(rubric: Rubric, sig: Signals, skip: int = -1) -> str | None:
+    """The wrong answer this answer is clearly closer to than to any accepted answer, if any.
+
+    Needs a margin: wrong options that reuse the accepted answer's words (swapped roles) are
+    as close as the accepted answer to every answer, and are left to the role check.
+    """
+    if sig.wrong is None or not sig.wrong.sims:
+        return None
+    sim_ref, cov_ref = float(sig.ref.features[0]), float(sig.ref.features[1])
+    best, best_margin = -1, 0.0
+    for j, (sim, cov) in enumerate(zip(sig.wrong.sims, sig.wrong.coverages, strict=True)):
+        if j == skip:
+            continue
+        margin = max(sim - sim_ref - WRONG_MARGIN, (cov - cov_ref - 0.25) if sim >= sim_ref else -1.0)
+        if margin > best_margin:
+            best, best_margin = j, margin
+    return rubric.item.wrong_answers[best] if best >= 0 else None
+
+
+def _flags(rubric: Rubric, text: str, sig: Signals, n_answer: int) -> list[str]:
+    flags = []
+    if sig.negation:
+        flags.append("negation_mismatch")
+    if roles_swapped(text, rubric.item.reference_answers, rubric.clauses):
+        flags.append("roles_swapped")
+    sim, cov, on_topic = (float(sig.ref.features[i]) for i in (0, 1, 4))
+    if max(sim, sig.sim_question) < 0.3 and cov < 0.2 and on_topic < 0.34:
+        flags.append("off_topic")
+    if n_answer <= 2 and len(rubric.ref_stems[sig.ref.best].stems) >= 5:
+        flags.append("too_short")
+    if restates_question(text, rubric.item.question, cov):
+        flags.append("evasive")
+    return flags
+
+
+def caught(rubric: Rubric, text: str, sig: Signals, skip_wrong: int = -1) -> bool:
+    """Whether the hard checks alone reject an answer (used to calibrate on known negatives)."""
+    if _misconception(rubric, sig, skip_wrong) is not None:
+        return True
+    return any(f in _BLOCKING for f in _flags(rubric, text, sig, len(content_stems(text))))
+
+
+def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model: GeneralModel,
+          segment_vecs: np.ndarray | None = None) -> dict[str, Any]:
+    """The fields of a GradeResult for an answer whose vectors are known."""
+    stems = content_stems(text)
+    sig = signals(rubric, vec, text, stems, segment_vecs)
+    z_ref, z_p_raw = model.logits(sig.ref.features)
+    ev_c, ev_p, adopted = _example_evidence(rubric, sig)
+    z_c = z_ref + rubric.offset_correct + ev_c
+    z_p = z_p_raw + rubric.offset_partial + ev_p
+    flags = [*flags, *_flags(rubric, text, sig, len(stems))]
+    wrong = _misconception(rubric, sig)
+    if wrong is not None:
+        flags.append("misconception")
+    p_c = _sigmoid(z_c)
+    p_p = p_c + (1 - p_c) * _sigmoid(z_p)  # P(at least partial) from the conditional head
+    blocked = adopted is None and any(f in _BLOCKING for f in flags)
+    if adopted is not None:
+        verdict = adopted
+    elif blocked:
+        verdict = "incorrect"
+    else:
+        verdict = "correct" if z_c >= 0 else "partial" if z_p >= 0 else "incorrect"
+        if verdict == "correct" and subjects_missing(text, rubric.clauses):
+            verdict = "partial"  # only one side of a two-sided answer
+    score = 0.5 * (p_c + p_p)
+    confidence = {"correct": p_c, "partial": min(p_p, 1 - p_c),
+                  "incorrect": 1 - p_p}[verdict]
+    if blocked:
+        score, confidence = min(score, 0.25), max(confidence, 0.75)
+    confidence = float(min(1.0, max(0.0, confidence)))
+    if confidence < UNSURE:
+        flags.append("unsure")
+    ideas = rubric.ideas[sig.ref.best] if rubric.ideas else []
+    covered = [i for i in ideas if idea_covered(i, set(stems), rubric.item.question)]
+    public_flags = [f for f in flags if f != "misconception"]
+    return {
+        "verdict": verdict,
+        "score": round(float(score), 4),
+        "confidence": round(confidence, 4),
+        "matched_answer": rubric.item.reference_answers[sig.ref.best],
+        "matched_misconception": wrong,
+        "covered_ideas": covered,
+        "missing_ideas": [i for i in ideas if i not in covered],
+        "flags": public_flags,
+        "feedback": feedback(verdict, public_flags, wrong, [i for i in ideas if i not in covered]),
+        "grader_version": GRADER_VERSION,
+    }
+
+
+def feedback(verdict: str, flags: list[str], wrong: str | None, missing: list[str]) -> str:
+    """One or two plain sentences for the learner."""
+    if wrong is not None:
+        return f"This matches a common misconception: \"{wrong}\". Compare it with the accepted answer."
+    if "roles_swapped" in flags:
+        return "You have the right terms but the roles are swapped: check which one does what."
+    if "negation_mismatch" in flags:
+        return "Your answer negates the key point; re-read what the accepted answer claims."
+    if "keyword_list" in flags:
+        return "A list of terms isn't an explanation; say how they answer the question."
+    if "off_topic" in flags:
+        return "This doesn't seem to address the question that was asked."
+    if verdict == "correct":
+        return "Correct." + (" Unsure about the wording, though." if "unsure" in flags else "")
+    hint = f" Missing: {missing[0]}." if missing else ""
+    if verdict == "partial":
+        return "Partly right, but incomplete." + hint
+    return "Not correct." + hint

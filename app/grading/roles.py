@@ -1,0 +1,156 @@
+"""Role-order check: catches answers that keep the words but swap who does what."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from itertools import pairwise
+
+from app.grading.text import STOPWORDS, raw_tokens, stem, stems_match
+
+_CLAUSES = re.compile(r"[;.!?\n]+|,\s*|\s+(?:while|whereas|but)\s+|\s+and\s+(?=\w+\s+(?:is|are)\b)")
+_MARKERS = (("instead", "of"), ("rather", "than"), ("than",))
+
+
+@dataclass(frozen=True)
+class Clause:
+    """A clause of a reference answer: its subject and what it says about it."""
+
+    subject: tuple[str, ...]
+    predicate: tuple[str, ...]
+
+
+def _stems(text: str) -> list[str]:
+    return [stem(t) for t in raw_tokens(text) if t not in STOPWORDS]
+
+
+def _subject_of(stems: list[str]) -> tuple[str, ...]:
+    if not stems:
+        return ()
+    if len(stems) > 1 and stems[1].isdigit():
+        return (stems[0], stems[1])
+    return (stems[0],)
+
+
+def reference_clauses(reference: str, question: str) -> list[Clause]:
+    """Clauses about distinct subjects the question names ('DP ...; MP ...'); needs two or more."""
+    asked = set(_stems(question))
+    clauses: list[Clause] = []
+    for part in _CLAUSES.split(reference):
+        stems = _stems(part)
+        subject = _subject_of(stems)
+        if subject and len(stems) - len(subject) >= 1 and subject[0] in asked:
+            clauses.append(Clause(subject, tuple(stems[len(subject) :])))
+    subjects = {c.subject for c in clauses}
+    if len(subjects) < 2 or len(subjects) != len(clauses):
+        return []
+    return clauses
+
+
+def _find_subject(stems: list[str], subjects: list[tuple[str, ...]]) -> tuple[int, int]:
+    """Index of the first subject mentioned in the stems and where it ends (-1 if none)."""
+    for pos in range(len(stems)):
+        for k, subj in enumerate(subjects):
+            window = stems[pos : pos + len(subj)]
+            if len(window) == len(subj) and all(stems_match(a, b) for a, b in zip(window, subj, strict=True)):
+                return k, pos + len(subj)
+    return -1, 0
+
+
+def _features(pred: tuple[str, ...] | list[str]) -> set[tuple[str, ...]]:
+    uni = {(w,) for w in pred}
+    bi = set(pairwise(pred))
+    return uni | bi
+
+
+def _hits(answer_feats: set[tuple[str, ...]], distinct: set[tuple[str, ...]]) -> float:
+    score = 0.0
+    for feat in distinct:
+        if any(len(a) == len(feat) and all(stems_match(x, y) for x, y in zip(a, feat, strict=True))
+               for a in answer_feats):
+            score += 2.0 if len(feat) == 2 else 1.0
+    return score
+
+
+def clauses_swapped(answer: str, clauses: list[Clause]) -> bool:
+    """Whether the answer attributes one subject's predicate to another subject."""
+    if len(clauses) < 2:
+        return False
+    subjects = [c.subject for c in clauses]
+    feats = [_features(c.predicate) for c in clauses]
+    crossed = confirmed = 0
+    for part in _CLAUSES.split(answer):
+        stems = _stems(part)
+        k, end = _find_subject(stems, subjects)
+        if k < 0:
+            continue
+        pred = _features(stems[end:] + stems[: max(0, end - len(subjects[k]))])
+        own = _hits(pred, feats[k] - set().union(*(f for j, f in enumerate(feats) if j != k)))
+        other = max(
+            _hits(pred, feats[j] - feats[k]) for j in range(len(clauses)) if j != k
+        )
+        if other > own:
+            crossed += 1
+        elif own > other:
+            confirmed += 1
+    return crossed >= 1 and crossed > confirmed
+
+
+def _marker_sides(text: str) -> list[tuple[set[str], set[str]]]:
+    """(left, right) content stems around 'instead of' / 'rather than' / 'than' markers."""
+    toks = raw_tokens(text)
+    out: list[tuple[set[str], set[str]]] = []
+    for i in range(len(toks)):
+        for marker in _MARKERS:
+            if tuple(toks[i : i + len(marker)]) != marker:
+                continue
+            left = [stem(t) for t in toks[max(0, i - 6) : i] if t not in STOPWORDS][-3:]
+            right = [stem(t) for t in toks[i + len(marker) : i + len(marker) + 6] if t not in STOPWORDS][:3]
+            if left and right:
+                out.append((set(left), set(right)))
+            break
+    return out
+
+
+def _count(a: set[str], b: set[str]) -> int:
+    return sum(1 for x in a if any(stems_match(x, y) for y in b))
+
+
+def markers_swapped(answer: str, references: list[str]) -> bool:
+    """'stores activations instead of recomputing them' against '... recomputing instead of storing'."""
+    ans_sides = _marker_sides(answer)
+    if not ans_sides:
+        return False
+    for ref in references:
+        for ref_left, ref_right in _marker_sides(ref):
+            left_only, right_only = ref_left - ref_right, ref_right - ref_left
+            for a_left, a_right in ans_sides:
+                cross = _count(a_left, right_only) + _count(a_right, left_only)
+                same = _count(a_left, left_only) + _count(a_right, right_only)
+                if cross >= 2 and cross > same and _count(a_right, left_only) >= 1:
+                    return True
+    return False
+
+
+def roles_swapped(answer: str, references: list[str], clauses: list[list[Clause]]) -> bool:
+    """Either check fires: swapped clause subjects or swapped sides of a contrast marker."""
+    if any(clauses_swapped(answer, cs) for cs in clauses):
+        return True
+    return markers_swapped(answer, references)
+
+
+def subjects_missing(answer: str, clauses: list[list[Clause]]) -> bool:
+    """A two-sided reference ('DP ...; MP ...') answered about only some of its subjects."""
+    stems = _stems(answer)
+    for cs in clauses:
+        if not cs:
+            continue
+        subjects = [c.subject for c in cs]
+        found = {k for k in range(len(subjects)) if _find_subject_k(stems, subjects[k])}
+        if found and len(found) < len(subjects):
+            return True
+    return False
+
+
+def _find_subject_k(stems: list[str], subject: tuple[str, ...]) -> bool:
+    return _find_subject(stems, [subject])[0] >= 0

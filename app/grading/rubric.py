@@ -1,0 +1,125 @@
+"""What a question is for grading (GradingItem) and everything precomputed about it (Rubric)."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.grading.align import WeightedStems
+from app.grading.roles import Clause
+
+GRADER_VERSION = "grader-1.0"
+
+
+@dataclass
+class GradingItem:
+    """A question to grade against: reference answers, wrong answers, examples; no DB types."""
+
+    question: str
+    reference_answers: list[str]
+    wrong_answers: list[str] = field(default_factory=list)
+    explanation: str | None = None
+    examples: list[tuple[str, str]] = field(default_factory=list)
+    options: list[str] | None = None
+    key: str | None = None
+
+
+@dataclass
+class Rubric:
+    """An item with its vectors, key ideas, role clauses and calibrated offsets. Serialisable."""
+
+    item: GradingItem
+    model_id: str
+    ref_vecs: np.ndarray
+    wrong_vecs: np.ndarray
+    example_vecs: np.ndarray
+    question_vec: np.ndarray
+    expl_vec: np.ndarray | None
+    ref_stems: list[WeightedStems]
+    wrong_stems: list[WeightedStems]
+    vocabulary: set[str]  # stems of the question, accepted answers and explanation (not wrong ones)
+    ideas: list[list[str]]  # key ideas per reference answer, in order
+    idea_vecs: np.ndarray  # one row per idea, all references' ideas concatenated
+    clauses: list[list[Clause]]
+    offset_correct: float = 0.0
+    offset_partial: float = 0.0
+    version: str = GRADER_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict; vectors are base64 float32."""
+        item = self.item
+        return {
+            "version": self.version,
+            "model_id": self.model_id,
+            "item": {
+                "question": item.question,
+                "reference_answers": list(item.reference_answers),
+                "wrong_answers": list(item.wrong_answers),
+                "explanation": item.explanation,
+                "examples": [list(e) for e in item.examples],
+                "options": None if item.options is None else list(item.options),
+                "key": item.key,
+            },
+            "vectors": {
+                "ref": _pack(self.ref_vecs),
+                "wrong": _pack(self.wrong_vecs),
+                "example": _pack(self.example_vecs),
+                "ideas": _pack(self.idea_vecs),
+                "question": _pack(self.question_vec[None, :]),
+                "explanation": None if self.expl_vec is None else _pack(self.expl_vec[None, :]),
+            },
+            "ref_stems": [[list(w.stems), list(w.weights)] for w in self.ref_stems],
+            "wrong_stems": [[list(w.stems), list(w.weights)] for w in self.wrong_stems],
+            "vocabulary": sorted(self.vocabulary),
+            "ideas": self.ideas,
+            "clauses": [[[list(c.subject), list(c.predicate)] for c in cs] for cs in self.clauses],
+            "offset_correct": self.offset_correct,
+            "offset_partial": self.offset_partial,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Rubric:
+        """Rebuild a rubric from `to_dict` output."""
+        it = d["item"]
+        item = GradingItem(
+            question=it["question"],
+            reference_answers=list(it["reference_answers"]),
+            wrong_answers=list(it.get("wrong_answers") or []),
+            explanation=it.get("explanation"),
+            examples=[(str(a), str(b)) for a, b in it.get("examples") or []],
+            options=None if it.get("options") is None else list(it["options"]),
+            key=it.get("key"),
+        )
+        vec = d["vectors"]
+        expl = vec.get("explanation")
+        return cls(
+            item=item,
+            model_id=d["model_id"],
+            ref_vecs=_unpack(vec["ref"]),
+            wrong_vecs=_unpack(vec["wrong"]),
+            example_vecs=_unpack(vec["example"]),
+            question_vec=_unpack(vec["question"])[0],
+            expl_vec=None if expl is None else _unpack(expl)[0],
+            ref_stems=[WeightedStems(tuple(s), tuple(float(x) for x in w)) for s, w in d["ref_stems"]],
+            wrong_stems=[WeightedStems(tuple(s), tuple(float(x) for x in w)) for s, w in d["wrong_stems"]],
+            vocabulary=set(d["vocabulary"]),
+            ideas=[list(i) for i in d["ideas"]],
+            idea_vecs=_unpack(vec["ideas"]),
+            clauses=[[Clause(tuple(s), tuple(p)) for s, p in cs] for cs in d["clauses"]],
+            offset_correct=float(d.get("offset_correct", 0.0)),
+            offset_partial=float(d.get("offset_partial", 0.0)),
+            version=d.get("version", GRADER_VERSION),
+        )
+
+
+def _pack(matrix: np.ndarray) -> dict[str, Any]:
+    arr = np.ascontiguousarray(matrix, dtype="<f4")
+    return {"shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
+
+
+def _unpack(d: dict[str, Any]) -> np.ndarray:
+    raw = base64.b64decode(d["b64"])
+    return np.frombuffer(raw, dtype="<f4").reshape(d["shape"]).astype(np.float32)

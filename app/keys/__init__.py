@@ -1,0 +1,1 @@
+"""API keys of the public grading API: creation, authentication, rate limits and usage counting."""

@@ -1,0 +1,44 @@
+"""Slow tests with the real model: dev-set figures must not fall, real paraphrases must pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.grading import GradingItem, grade, prepare
+from app.grading.evaluation import SEEDS_DIR, evaluate, summary
+
+BASELINE = Path(__file__).resolve().parents[2] / "app" / "grading" / "dev_baseline.json"
+DEV = SEEDS_DIR.parent / "eval" / "dev.jsonl"
+TOLERANCE = 0.03
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not DEV.exists(), reason="no dev set")
+def test_dev_figures_do_not_fall(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    recorded = json.loads(BASELINE.read_text())
+    report = evaluate(DEV, real_encoder)
+    now = summary(report)
+    for key in ("macro_f1_3", "macro_f1_2"):
+        assert now[key] >= recorded[key] - TOLERANCE, (key, now[key], recorded[key])
+    # The grader must stay clearly ahead of plain cosine with after-the-fact thresholds.
+    assert now["macro_f1_3"] > now["baseline_macro_f1_3"] + 0.05
+    assert now["macro_f1_2"] > now["baseline_macro_f1_2"] + 0.05
+
+
+@pytest.mark.slow
+def test_real_model_separates_terse_correct_from_swapped(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    item = GradingItem(
+        question="What is the difference between data parallelism and model parallelism?",
+        reference_answers=["Data parallelism replicates the model and splits data; model parallelism "
+                           "splits the model across devices"],
+    )
+    rubric = prepare(item, real_encoder)
+    good = grade(rubric, "DP: same model on every GPU, different data. MP: the model itself is split "
+                 "over GPUs.", real_encoder)
+    swapped = grade(rubric, "data parallelism splits the model; model parallelism splits the data",
+                    real_encoder)
+    assert good.verdict == "correct"
+    assert swapped.verdict == "incorrect" and "roles_swapped" in swapped.flags
