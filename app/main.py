@@ -13,6 +13,7 @@ from app.ask import endpoints as ask_endpoints
 from app.bank import endpoints as bank_endpoints
 from app.config import Settings, get_settings
 from app.errors import install_error_handlers
+from app.grade_api import endpoints as grade_endpoints
 from app.limits_mw import BodyLimit
 from app.quiz import endpoints as quiz_endpoints
 from app.runtime import EncoderFactory, Runtime, default_encoder
@@ -52,4 +53,5 @@ def create_app(
     app.include_router(bank_endpoints.router)
     app.include_router(quiz_endpoints.router)
     app.include_router(ask_endpoints.router)
+    app.include_router(grade_endpoints.router)
     return app

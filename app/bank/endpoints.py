@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
 from app.bank import repository
-from app.bank.schemas import QuestionOut, QuestionPage, TopicOut
-from app.bank.views import learner_view
+from app.bank.schemas import QuestionFull, QuestionOut, QuestionPage, TopicOut
+from app.bank.views import author_view, learner_view
 from app.deps import RuntimeDep, SessionDep
+from app.errors import ForbiddenError
+from app.keys.deps import OptionalApiKeyDep
 from ingest.taxonomy import Taxonomy
 
 router = APIRouter(prefix="/v1", tags=["bank"])
@@ -29,10 +31,22 @@ def list_questions(
     return QuestionPage(items=items, total=total, offset=offset, limit=limit)
 
 
-@router.get("/questions/{question_id}", response_model=QuestionOut)
-def get_question(question_id: str, session: SessionDep) -> QuestionOut:
-    """One question as a learner sees it."""
-    return QuestionOut.model_validate(learner_view(repository.get_question(session, question_id)))
+@router.get("/questions/{question_id}", response_model=QuestionOut | QuestionFull)
+def get_question(
+    question_id: str,
+    session: SessionDep,
+    key: OptionalApiKeyDep,
+    include: Annotated[
+        Literal["answers"] | None, Query(description="'answers' needs an API key with the author scope")
+    ] = None,
+) -> QuestionOut | QuestionFull:
+    """One question as a learner sees it; with include=answers and an author key, everything about it."""
+    question = repository.get_question(session, question_id)
+    if include == "answers":
+        if key is None or "author" not in key.scopes:
+            raise ForbiddenError("include=answers needs an API key with the author scope (X-API-Key)")
+        return QuestionFull.model_validate(author_view(question))
+    return QuestionOut.model_validate(learner_view(question))
 
 
 @router.get("/topics", response_model=list[TopicOut])

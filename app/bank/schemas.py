@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 
@@ -29,6 +31,19 @@ class QuestionOut(BaseModel):
     concept_id: str
     source: Source
     options: list[Option] = []
+
+
+class QuestionFull(QuestionOut):
+    """A question with its answers, explanation and notes (author keys only)."""
+
+    accepted_answers: list[str]
+    extra_answers: list[str]
+    wrong_options: list[str]
+    explanation: str | None
+    notes: list[str]
+    examples: list[dict[str, Any]]
+    layout: str
+    status: str
 
 
 class QuestionPage(BaseModel):

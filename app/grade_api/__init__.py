@@ -1,0 +1,1 @@
+"""The public grading API: bank questions, any question, registered rubrics, batches."""

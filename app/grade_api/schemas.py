@@ -1,0 +1,112 @@
+"""Request models of the public grading API."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from app.quiz.schemas import MAX_ANSWER
+
+TEXT = 2000
+LIST = 20
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or only spaces")
+    return value
+
+
+class Example(BaseModel):
+    """A labelled example answer."""
+
+    model_config = ConfigDict(extra="forbid")
+    answer: str = Field(min_length=1, max_length=TEXT)
+    label: Literal["correct", "partial", "incorrect"]
+
+
+class RubricIn(BaseModel):
+    """A question to register once and grade many answers against."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "question": "What does reduce-scatter leave on each rank?",
+                    "reference_answers": ["Each rank keeps one disjoint chunk of the reduced (summed) tensor"],
+                    "wrong_answers": ["Every rank gets the full summed tensor"],
+                    "examples": [{"answer": "a reduced shard per rank", "label": "correct"}],
+                }
+            ]
+        },
+    )
+    question: str = Field(min_length=1, max_length=TEXT)
+    reference_answers: list[str] = Field(min_length=1, max_length=LIST)
+    wrong_answers: list[str] = Field(default_factory=list, max_length=LIST)
+    examples: list[Example] = Field(default_factory=list, max_length=200)
+    explanation: str | None = Field(default=None, max_length=4 * TEXT)
+
+    @field_validator("reference_answers", "wrong_answers")
+    @classmethod
+    def _texts(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value.strip() or len(value) > TEXT:
+                raise ValueError(f"each entry must be 1 to {TEXT} characters and not blank")
+        return values
+
+
+class GradeIn(BaseModel):
+    """One answer to grade: against a bank question, a registered rubric, or a question given inline."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"question_id": "q_a0719b34b4ec", "answer": "it reduces and each rank keeps one shard"},
+                {
+                    "question": "What does all-gather do?",
+                    "reference_answers": ["Every rank ends with the concatenation of all ranks' chunks"],
+                    "answer": "everyone receives everybody's piece",
+                },
+                {"rubric_id": "r_9s8d7f6g5h4j3k2l1", "answer": "a reduced shard per rank"},
+            ]
+        },
+    )
+    answer: str = Field(min_length=1, max_length=MAX_ANSWER, description=f"at most {MAX_ANSWER} characters")
+    choice: str | None = Field(default=None, max_length=8)
+    question_id: str | None = Field(default=None, max_length=64)
+    rubric_id: str | None = Field(default=None, max_length=64)
+    question: str | None = Field(default=None, min_length=1, max_length=TEXT)
+    reference_answers: list[str] | None = Field(default=None, min_length=1, max_length=LIST)
+    wrong_answers: list[str] = Field(default_factory=list, max_length=LIST)
+    examples: list[Example] = Field(default_factory=list, max_length=200)
+
+    _blank = field_validator("answer")(_not_blank)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Self:
+        given = [self.question_id is not None, self.rubric_id is not None, self.question is not None]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of question_id, rubric_id, or question with reference_answers")
+        if self.question is not None and not self.reference_answers:
+            raise ValueError("reference_answers is required with question")
+        return self
+
+    def inline(self) -> RubricIn:
+        """The inline question as a rubric request."""
+        assert self.question is not None and self.reference_answers is not None
+        return RubricIn(
+            question=self.question,
+            reference_answers=self.reference_answers,
+            wrong_answers=self.wrong_answers,
+            examples=self.examples,
+        )
+
+
+class BatchIn(BaseModel):
+    """Up to 100 answers graded in one call."""
+
+    model_config = ConfigDict(extra="forbid")
+    items: list[GradeIn] = Field(min_length=1, max_length=100)

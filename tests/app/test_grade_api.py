@@ -1,0 +1,175 @@
+"""The public grading API: keys, limits, bank / inline / rubric forms, batches, usage and storage."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import func, select
+
+from app.db import make_engine, make_sessionmaker, transaction
+from app.keys.service import create_key, usage
+from app.models import Attempt
+
+
+@pytest.fixture
+def make_key(client: TestClient) -> Callable[..., tuple[str, str]]:
+    settings = client.app.state.runtime.settings  # type: ignore[attr-defined]
+
+    def make(rate_limit: str | None = None, scopes: tuple[str, ...] = ("grade",)) -> tuple[str, str]:
+        engine = make_engine(settings.db_url)
+        with transaction(make_sessionmaker(engine)) as s:
+            key, secret = create_key(s, name="test", scopes=scopes, rate_limit=rate_limit)
+            key_id = key.id
+        engine.dispose()
+        return key_id, secret
+
+    return make
+
+
+def _count(client: TestClient, **where: str) -> int:
+    settings = client.app.state.runtime.settings  # type: ignore[attr-defined]
+    engine = make_engine(settings.db_url)
+    with transaction(make_sessionmaker(engine)) as s:
+        query = select(func.count()).select_from(Attempt)
+        for name, value in where.items():
+            query = query.where(getattr(Attempt, name) == value)
+        n = int(s.scalar(query) or 0)
+    engine.dispose()
+    return n
+
+
+INLINE = {
+    "question": "What does all-gather do?",
+    "reference_answers": ["Every rank ends with the concatenation of all ranks' chunks"],
+    "wrong_answers": ["It sums the tensors and sends the sum to every rank"],
+}
+
+
+def test_keys_are_required(client: TestClient) -> None:
+    body = {**INLINE, "answer": "everyone gets all chunks"}
+    missing = client.post("/v1/grade", json=body)
+    assert missing.status_code == 401 and missing.json()["error"]["code"] == "unauthorized"
+    wrong = client.post("/v1/grade", json=body, headers={"X-API-Key": "gt_not-a-real-key"})
+    assert wrong.status_code == 401
+
+
+def test_inline_question_not_in_the_bank(client: TestClient, make_key: Callable[..., tuple[str, str]]) -> None:
+    key_id, secret = make_key()
+    res = client.post("/v1/grade", json={**INLINE, "answer": INLINE["wrong_answers"][0]}, headers={"X-API-Key": secret})
+    assert res.status_code == 200, res.text
+    data = res.json()
+    assert data["verdict"] == "incorrect" and data["matched_misconception"] == INLINE["wrong_answers"][0]
+    assert data["model"] and data["grader_version"]
+    assert _count(client, api_key_id=key_id) == 1
+
+
+def test_bank_question_gets_the_grounded_result(client: TestClient, make_key: Callable[..., tuple[str, str]]) -> None:
+    _, secret = make_key()
+    qid = client.get("/v1/questions", params={"q": "reduce-scatter"}).json()["items"][0]["id"]
+    res = client.post("/v1/grade", json={"question_id": qid, "answer": "no clue"}, headers={"X-API-Key": secret})
+    data = res.json()
+    assert data["verdict"] == "incorrect" and data["citation"]["number"] == 9
+    missing = client.post("/v1/grade", json={"question_id": "q_nope", "answer": "x"}, headers={"X-API-Key": secret})
+    assert missing.status_code == 404
+
+
+def test_rubric_once_then_grade_by_id(client: TestClient, make_key: Callable[..., tuple[str, str]]) -> None:
+    _, secret = make_key()
+    _, other = make_key()
+    created = client.post(
+        "/v1/rubrics",
+        json={**INLINE, "examples": [{"answer": "all of them", "label": "partial"}]},
+        headers={"X-API-Key": secret},
+    )
+    assert created.status_code == 201, created.text
+    rid = created.json()["rubric_id"]
+    res = client.post(
+        "/v1/grade", json={"rubric_id": rid, "answer": INLINE["reference_answers"][0]}, headers={"X-API-Key": secret}
+    )
+    assert res.json()["verdict"] == "correct"
+    assert client.get(f"/v1/rubrics/{rid}", headers={"X-API-Key": secret}).json()["question"] == INLINE["question"]
+    assert client.get(f"/v1/rubrics/{rid}", headers={"X-API-Key": other}).status_code == 404
+    assert (
+        client.post("/v1/grade", json={"rubric_id": rid, "answer": "x"}, headers={"X-API-Key": other}).status_code
+        == 404
+    )
+
+
+def test_batch_grades_many_with_per_item_errors(client: TestClient, make_key: Callable[..., tuple[str, str]]) -> None:
+    key_id, secret = make_key()
+    items = [{**INLINE, "answer": f"answer number {i}"} for i in range(30)]
+    items.append({"question_id": "q_nope", "answer": "x"})
+    res = client.post("/v1/grade/batch", json={"items": items}, headers={"X-API-Key": secret})
+    assert res.status_code == 200, res.text
+    results = res.json()["results"]
+    assert len(results) == 31 and results[-1]["error"]["code"] == "not_found"
+    assert all(r["verdict"] in {"correct", "partial", "incorrect"} for r in results[:-1])
+    too_many = client.post("/v1/grade/batch", json={"items": items * 4}, headers={"X-API-Key": secret})
+    assert too_many.status_code == 422
+    settings = client.app.state.runtime.settings  # type: ignore[attr-defined]
+    engine = make_engine(settings.db_url)
+    with transaction(make_sessionmaker(engine)) as s:
+        rows = {r.endpoint: (r.calls, r.items) for r in usage(s, key_id)}
+    engine.dispose()
+    assert rows["grade/batch"] == (1, 31)
+
+
+def test_rate_limit_answers_429_with_retry_after(client: TestClient, make_key: Callable[..., tuple[str, str]]) -> None:
+    _, secret = make_key(rate_limit="2/minute")
+    body = {**INLINE, "answer": "everyone gets every chunk"}
+    codes = [client.post("/v1/grade", json=body, headers={"X-API-Key": secret}).status_code for _ in range(2)]
+    limited = client.post("/v1/grade", json=body, headers={"X-API-Key": secret})
+    assert codes == [200, 200] and limited.status_code == 429
+    assert int(limited.headers["Retry-After"]) >= 1
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"answer": "x"}, ""),
+        ({**INLINE, "answer": ""}, "answer"),
+        ({**INLINE, "answer": "x" * 2001}, "answer"),
+        ({"question": "Q?", "answer": "x"}, ""),
+        ({**INLINE, "reference_answers": "not a list", "answer": "x"}, "reference_answers"),
+        ({"question_id": "q", "rubric_id": "r", "answer": "x"}, ""),
+        ({**INLINE, "answer": "x", "unexpected": 1}, "unexpected"),
+    ],
+)
+def test_bad_grade_requests(
+    client: TestClient, make_key: Callable[..., tuple[str, str]], body: dict, field: str
+) -> None:
+    _, secret = make_key()
+    res = client.post("/v1/grade", json=body, headers={"X-API-Key": secret})
+    assert res.status_code == 422, res.text
+    fields = [f["field"] for f in res.json()["error"]["details"]["fields"]]
+    assert any(field in f for f in fields)
+
+
+def test_batch_body_limit_is_one_megabyte(client: TestClient, make_key: Callable[..., tuple[str, str]]) -> None:
+    _, secret = make_key()
+    big = {"items": [{**INLINE, "answer": "y" * 1999}] * 100}
+    res = client.post("/v1/grade/batch", json=big, headers={"X-API-Key": secret})
+    assert res.status_code == 200  # ~200 KB: over 64 KB but allowed for batches
+    huge = client.post(
+        "/v1/grade/batch",
+        content=b"x" * (1024 * 1024 + 10),
+        headers={"X-API-Key": secret, "content-type": "application/json"},
+    )
+    assert huge.status_code == 413 and "1024 KB" in huge.json()["error"]["message"]
+    single = client.post(
+        "/v1/grade", content=b"x" * 70_000, headers={"X-API-Key": secret, "content-type": "application/json"}
+    )
+    assert single.status_code == 413
+
+
+def test_author_key_sees_answers(client: TestClient, make_key: Callable[..., tuple[str, str]]) -> None:
+    _, author = make_key(scopes=("grade", "author"))
+    _, grader = make_key()
+    qid = client.get("/v1/questions").json()["items"][0]["id"]
+    assert "accepted_answers" not in client.get(f"/v1/questions/{qid}").json()
+    assert client.get(f"/v1/questions/{qid}?include=answers").status_code == 403
+    assert client.get(f"/v1/questions/{qid}?include=answers", headers={"X-API-Key": grader}).status_code == 403
+    full = client.get(f"/v1/questions/{qid}?include=answers", headers={"X-API-Key": author}).json()
+    assert full["accepted_answers"]
