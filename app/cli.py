@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from app.cli_learning import appeals_app, evaluate, grade
 from app.config import Settings, get_settings
 from app.db import transaction
 from app.keys.cli import keys_app
@@ -22,6 +23,9 @@ bank_app = typer.Typer(help="Inspect the question bank.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(bank_app, name="bank")
 app.add_typer(db_app, name="db")
+app.add_typer(appeals_app, name="appeals")
+app.command("grade")(grade)
+app.command("eval")(evaluate)
 app.add_typer(keys_app, name="keys")
 err = Console(stderr=True)
 out = Console()

@@ -5,17 +5,20 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+from typer.testing import CliRunner, Result
 
-from app.config import Settings
+from app.config import Settings, get_settings
 from app.db import make_engine, make_sessionmaker, upgrade
 from ingest.embedder import Encoder
 from ingest.pipeline import IngestConfig, IngestSummary, run_ingest
 from tests.fakes import FakeEncoder
+
+Tutor = Callable[..., Result]
 
 ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT / "data" / "raw"
@@ -94,3 +97,23 @@ def ingest_with(settings: Settings, encoder: Encoder, paths: list[Path] | None =
         )
     finally:
         engine.dispose()
+
+
+@pytest.fixture
+def tutor(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tutor]:
+    """Run `tutor ...` in-process with the environment pointing at the test's data folder and database."""
+    for name in [n for n in os.environ if n.startswith("TUTOR_")]:
+        monkeypatch.delenv(name)
+    env = {"TUTOR_DATA_DIR": str(settings.data_dir), "TUTOR_DATABASE_URL": settings.db_url}
+    from app.cli import app
+
+    runner = CliRunner()
+    get_settings.cache_clear()
+
+    def run(*args: str, code: int = 0) -> Result:
+        result = runner.invoke(app, list(args), env=env)
+        assert result.exit_code == code, (result.output, result.exception)
+        return result
+
+    yield run
+    get_settings.cache_clear()

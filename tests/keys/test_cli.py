@@ -4,40 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
-from typer.testing import CliRunner, Result
 
-from app.cli import app
-from app.config import Settings, get_settings
 from app.db import transaction
 from app.errors import UnauthorizedError
 from app.keys.service import authenticate, record_usage
-
-Tutor = Callable[..., Result]
-
-
-@pytest.fixture
-def tutor(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tutor]:
-    """Run `tutor ...` in-process with the environment pointing at the test's data folder and database."""
-    for name in [n for n in os.environ if n.startswith("TUTOR_")]:
-        monkeypatch.delenv(name)
-    env = {"TUTOR_DATA_DIR": str(settings.data_dir), "TUTOR_DATABASE_URL": settings.db_url}
-    runner = CliRunner()
-    get_settings.cache_clear()
-
-    def run(*args: str, code: int = 0) -> Result:
-        result = runner.invoke(app, list(args), env=env)
-        assert result.exit_code == code, (result.output, result.exception)
-        return result
-
-    yield run
-    get_settings.cache_clear()
+from tests.conftest import Tutor
 
 
 def test_create_prints_a_secret_that_works_and_only_its_hash_is_stored(

@@ -1,0 +1,131 @@
+"""`tutor grade`, `tutor eval` and `tutor appeals`: grading from the command line, and author review."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from app.config import get_settings
+from app.db import transaction
+from app.runtime import Runtime
+
+appeals_app = typer.Typer(help="Review learners' appeals ('I was right').", no_args_is_help=True)
+err = Console(stderr=True)
+out = Console()
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def _loaded() -> Runtime:
+    runtime = Runtime.create(get_settings())
+    runtime.load()
+    if runtime.problem:
+        err.print(f"[red]{runtime.problem}[/]")
+        raise typer.Exit(1)
+    return runtime
+
+
+def grade(
+    answer: Annotated[str, typer.Argument(help="the answer to grade")],
+    question_id: Annotated[str | None, typer.Option("--question-id", help="a bank question")] = None,
+    question: Annotated[str | None, typer.Option(help="a question not in the bank")] = None,
+    reference: Annotated[list[str] | None, typer.Option(help="reference answer (repeatable)")] = None,
+    wrong: Annotated[list[str] | None, typer.Option(help="wrong answer (repeatable)")] = None,
+    choice: Annotated[str | None, typer.Option(help="option key, e.g. B")] = None,
+) -> None:
+    """Grade one answer and print the verdict as JSON."""
+    from app.answers.service import grade_bank_answer
+    from app.errors import NotFoundError
+    from app.grading import GradingItem, prepare
+    from app.grading import grade as grade_answer
+
+    if (question_id is None) == (question is None) or (question and not reference):
+        err.print("[red]give --question-id ID, or --question TEXT with at least one --reference[/]")
+        raise typer.Exit(2)
+    runtime = _loaded()
+    encoder, index, book = runtime.grading()
+    if question is not None:
+        rubric = prepare(GradingItem(question, list(reference or []), list(wrong or [])), book.encoder)
+        _print_json({**grade_answer(rubric, answer, encoder, choice=choice).to_dict(), "model": encoder.model_id})
+        return
+    try:
+        with transaction(runtime.factory) as session:
+            _, _, body = grade_bank_answer(session, book, encoder, index, str(question_id), answer, choice)
+    except NotFoundError as exc:
+        err.print(f"[red]{exc.message}[/]")
+        raise typer.Exit(1) from exc
+    _print_json(body)
+
+
+def evaluate(
+    file: Annotated[Path, typer.Argument(help="labelled answers (JSONL), e.g. data/eval/dev.jsonl")],
+    as_json: Annotated[bool, typer.Option("--json", help="figures as JSON")] = False,
+) -> None:
+    """Accuracy and macro-F1 (3-way and correct-vs-not), confusion matrix, per kind, plain-cosine beside."""
+    from app.grading.evaluation import evaluate as run_eval
+    from app.grading.evaluation import format_report, summary
+    from ingest.embedder import SentenceTransformerEncoder
+
+    if not file.is_file():
+        err.print(f"[red]no such file: {file}[/]")
+        raise typer.Exit(2)
+    report = run_eval(file, SentenceTransformerEncoder(get_settings().model))
+    if as_json:
+        _print_json(summary(report))
+    else:
+        out.print(format_report(report))
+
+
+@appeals_app.command("list")
+def appeals_list(
+    status: Annotated[str, typer.Option(help="open, accepted, rejected or all")] = "open",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Appeals with the answer and both verdicts."""
+    from app.appeals.service import list_appeals
+
+    runtime = Runtime.create(get_settings())
+    with transaction(runtime.factory) as session:
+        rows = list_appeals(session, None if status == "all" else status)
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table("id", "question", "answer", "graded", "claimed", "status", "comment")
+    for r in rows:
+        table.add_row(r["id"], r["question_id"] or "", r["answer"] or "", r["original_verdict"], r["claimed_verdict"],
+                      r["status"], r["comment"] or "")
+    out.print(table)
+
+
+def _resolve(appeal_id: str, accept: bool) -> None:
+    from app.appeals.service import resolve
+    from app.errors import TutorError
+
+    runtime = Runtime.create(get_settings())
+    try:
+        with transaction(runtime.factory) as session:
+            row = resolve(session, appeal_id, accept=accept)
+    except TutorError as exc:
+        err.print(f"[red]{exc.message}[/]")
+        raise typer.Exit(1) from exc
+    out.print(f"appeal {row['id']} {row['status']}")
+
+
+@appeals_app.command("accept")
+def appeals_accept(appeal_id: str) -> None:
+    """Accept: the answer becomes a labelled example (with the claimed label) for its question."""
+    _resolve(appeal_id, True)
+
+
+@appeals_app.command("reject")
+def appeals_reject(appeal_id: str) -> None:
+    """Reject: the original verdict stands."""
+    _resolve(appeal_id, False)
