@@ -17,16 +17,20 @@ from app.config import Settings, get_settings
 from app.db import transaction
 from app.keys.cli import keys_app
 from app.runtime import Runtime
+from worker.cli import worker_command
 
 app = typer.Typer(help="GPU Tutor: a tutor for multi-GPU computing and distributed training.", no_args_is_help=True)
 bank_app = typer.Typer(help="Inspect the question bank.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+models_app = typer.Typer(help="The serving encoder.", no_args_is_help=True)
 app.add_typer(bank_app, name="bank")
 app.add_typer(db_app, name="db")
+app.add_typer(models_app, name="models")
 app.add_typer(appeals_app, name="appeals")
 app.command("grade")(grade)
 app.command("eval")(evaluate)
 app.add_typer(keys_app, name="keys")
+app.command("worker")(worker_command)
 err = Console(stderr=True)
 out = Console()
 
@@ -80,6 +84,8 @@ def ingest(
             paths or [settings.raw_path], runtime.factory, model_id_for(settings.model), encoder, config, progress
         )
     runtime.close()
+    if settings.export_onnx and summary.questions:
+        _export(settings.model, settings.index_path, force=False, quiet=as_json)
     if as_json:
         _print_json(summary.as_dict())
     else:
@@ -192,6 +198,22 @@ def serve(
     from app.main import create_app
 
     uvicorn.run(create_app(), host=host, port=port, log_level="info")
+
+
+def _export(model: str, index_path: Path, *, force: bool, quiet: bool) -> None:
+    from ingest.onnx_export import export_encoder
+
+    result = export_encoder(model, index_path, force=force)
+    if not quiet:
+        verb = "exported" if result.exported else "up to date"
+        err.print(f"int8 ONNX encoder {verb}: {result.folder} (cosine to PyTorch >= {result.min_cosine:.4f})")
+
+
+@models_app.command("export")
+def models_export(force: Annotated[bool, typer.Option(help="export again even if up to date")] = False) -> None:
+    """Export the configured model to a fused, int8-quantised ONNX encoder beside the index."""
+    settings = get_settings()
+    _export(settings.model, settings.index_path, force=force, quiet=False)
 
 
 @db_app.command("upgrade")

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import Annotated
+
+from pydantic import field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ingest.embedder import DEFAULT_MODEL
 
@@ -24,11 +28,29 @@ class Settings(BaseSettings):
     model: str = DEFAULT_MODEL
     auto_migrate: bool = True
     near_duplicate_threshold: float = 0.8
+    encoder_backend: Literal["auto", "onnx", "torch"] = "auto"
+    export_onnx: bool = True
+    batch_wait_ms: float = 3.0
+    batch_max: int = 64
+    batch_queue: int = 256
     redis_url: str | None = None
     default_rate_limit: str = "120/minute"
     max_answer_chars: int = 2000
     max_body_bytes: int = 64 * 1024
     max_bulk_body_bytes: int = 1024 * 1024
+    worker_url: str = "http://127.0.0.1:8100"
+    worker_token: str | None = None
+    worker_timeout_s: float = 3.0
+    # Origins whose pages may call the API from a browser (the widget); comma-separated in TUTOR_CORS_ORIGINS.
+    cors_origins: Annotated[list[str], NoDecode] = ["http://127.0.0.1:8000", "http://localhost:8000"]
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        """Accept 'https://a.example, https://b.example' as well as a list."""
+        if isinstance(value, str):
+            return [o.strip().rstrip("/") for o in value.split(",") if o.strip()]
+        return value
 
     @property
     def db_url(self) -> str:

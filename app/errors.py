@@ -11,6 +11,8 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import InterfaceError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ingest.batching import OverloadedError
+
 log = logging.getLogger(__name__)
 
 
@@ -89,6 +91,10 @@ def install_error_handlers(app: FastAPI) -> None:
         retry = exc.retry_after if exc.retry_after is not None else (5 if exc.status == 503 else None)
         headers = {"Retry-After": str(retry)} if retry is not None else None
         return JSONResponse(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
+
+    @app.exception_handler(OverloadedError)
+    async def _overloaded(_: Request, exc: OverloadedError) -> JSONResponse:
+        return JSONResponse(error_body("overloaded", str(exc)), 503, headers={"Retry-After": "1"})
 
     @app.exception_handler(OperationalError)
     @app.exception_handler(InterfaceError)

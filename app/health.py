@@ -30,6 +30,7 @@ def readyz(runtime: RuntimeDep) -> dict[str, Any] | JSONResponse:
     return {
         "status": "ready",
         "model": encoder.model_id,
+        "backend": runtime.backend,
         "index_version": index.version[:16],
         "vectors": len(index.entries),
     }

@@ -25,8 +25,31 @@ EncoderFactory = Callable[[Settings], Encoder]
 
 
 def default_encoder(settings: Settings) -> Encoder:
-    """The configured sentence-transformers model."""
+    """The serving encoder: the int8 ONNX export when there is one (or when asked), else PyTorch.
+
+    The ONNX path imports neither torch nor sentence-transformers.
+    """
+    from ingest.embedder import model_id_for
+    from ingest.onnx_encoder import EncoderArtifactError, OnnxEncoder, encoder_dir
+
+    if settings.encoder_backend != "torch":
+        model_id = model_id_for(settings.model)
+        try:
+            return OnnxEncoder(encoder_dir(settings.index_path, model_id), model_id)
+        except EncoderArtifactError:
+            if settings.encoder_backend == "onnx":
+                raise
+            log.warning("no ONNX export for %s; serving with PyTorch (run `tutor models export`)", model_id)
     return SentenceTransformerEncoder(settings.model)
+
+
+def batched(settings: Settings, encoder: Encoder) -> Encoder:
+    """Wrap the serving encoder in the micro-batcher."""
+    from ingest.batching import BatchingEncoder
+
+    return BatchingEncoder(
+        encoder, max_wait_ms=settings.batch_wait_ms, max_batch=settings.batch_max, max_queue=settings.batch_queue
+    )
 
 
 @dataclass
@@ -60,7 +83,7 @@ class Runtime:
                 if not schema_is_current(self.engine):
                     raise UnavailableError("database schema is not up to date; run `tutor ingest`")
                 if self.encoder is None:
-                    self.encoder = self.encoder_factory(self.settings)
+                    self.encoder = batched(self.settings, self.encoder_factory(self.settings))
                 self.index = self._load_index(self.encoder)
                 encoder = self.encoder
                 book = RubricBook(self.factory, encoder.model_id, lambda: encoder)
@@ -85,6 +108,14 @@ class Runtime:
                 conn.execute(text("SELECT 1"))
         except Exception as exc:
             raise UnavailableError(f"database unreachable: {type(exc).__name__}") from exc
+
+    @property
+    def backend(self) -> str:
+        """Which encoder serves: onnx, torch, or the class name of an injected one."""
+        inner = getattr(self.encoder, "inner", self.encoder)
+        return {"OnnxEncoder": "onnx", "SentenceTransformerEncoder": "torch"}.get(
+            type(inner).__name__, type(inner).__name__
+        )
 
     def require(self) -> tuple[Encoder, LoadedIndex]:
         """The encoder and index, or a 503 error saying why they are not ready."""

@@ -117,3 +117,17 @@ def tutor(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tutor
 
     yield run
     get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def onnx_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real model exported to int8 ONNX once per test session (what `tutor models export` makes)."""
+    from ingest.embedder import DEFAULT_MODEL
+    from ingest.onnx_export import export_encoder
+
+    return export_encoder(DEFAULT_MODEL, tmp_path_factory.mktemp("onnx")).folder
+
+
+def with_onnx(index_dir: Path, exported: Path) -> None:
+    """Place an exported encoder where the service looks for it, beside the index."""
+    shutil.copytree(exported, index_dir / "encoders" / exported.name, dirs_exist_ok=True)

@@ -11,14 +11,16 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import with_onnx
 from tests.serving import run_tutor, serving
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def env(data_dir: Path) -> dict[str, str]:
-    """The environment of a user whose data folder is `data_dir` (SQLite default)."""
+def env(data_dir: Path, onnx_encoder_dir: Path) -> dict[str, str]:
+    """The environment of a user whose data folder is `data_dir` (SQLite default, ONNX encoder exported)."""
+    with_onnx(data_dir / "index", onnx_encoder_dir)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TUTOR_")}
     return {**env, "TUTOR_DATA_DIR": str(data_dir)}
 
@@ -73,6 +75,7 @@ def served(env: dict[str, str]) -> Iterator[str]:
 
 def test_serve_answers_health_and_lists_questions(served: str) -> None:
     assert httpx.get(f"{served}/healthz").status_code == 200
+    assert httpx.get(f"{served}/readyz").json()["backend"] == "onnx"
     page = httpx.get(f"{served}/v1/questions", params={"limit": 100}).json()
     assert page["total"] == 42
     assert all("accepted_answers" not in item for item in page["items"])

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.conftest import PG_URL
+from tests.conftest import PG_URL, with_onnx
 from tests.serving import run_tutor, serving
 
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ def _env(data_dir: Path, db_url: str | None = None) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def bank_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def bank_dir(tmp_path_factory: pytest.TempPathFactory, onnx_encoder_dir: Path) -> Path:
     import shutil
 
     from tests.conftest import ROOT, SEEDS
@@ -39,6 +39,8 @@ def bank_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(SEEDS, data / "raw")
     for name in ("taxonomy.yaml", "annotations.yaml"):
         shutil.copy(ROOT / "data" / name, data / name)
+    with_onnx(data / "index", onnx_encoder_dir)
+    with_onnx(data / "pg-index", onnx_encoder_dir)
     return data
 
 

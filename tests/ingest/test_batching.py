@@ -1,0 +1,83 @@
+"""The micro-batcher: concurrent callers share batches, the queue is bounded, errors reach callers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from ingest.batching import BatchingEncoder, OverloadedError
+from tests.fakes import FakeEncoder
+
+
+class SlowEncoder(FakeEncoder):
+    """A fake encoder that takes a while per batch, like a real one under load."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        time.sleep(self.delay)
+        return super().encode(texts)
+
+
+def test_results_match_the_inner_encoder_in_order() -> None:
+    inner = FakeEncoder()
+    batcher = BatchingEncoder(inner, max_wait_ms=1)
+    texts = ["ring all-reduce", "zero stage 3", "pipeline bubble"]
+    assert np.allclose(batcher.encode(texts), FakeEncoder().encode(texts))
+    batcher.close()
+
+
+def test_concurrent_callers_are_batched() -> None:
+    inner = SlowEncoder(0.02)
+    batcher = BatchingEncoder(inner, max_wait_ms=5, max_batch=64)
+    out: dict[int, np.ndarray] = {}
+
+    def call(i: int) -> None:
+        out[i] = batcher.encode([f"answer number {i}"])
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    batcher.close()
+    assert len(out) == 32
+    for i, vec in out.items():
+        assert np.allclose(vec, FakeEncoder().encode([f"answer number {i}"]))
+    assert len(inner.calls) < 16 and max(inner.calls) > 1  # far fewer encoder calls than callers
+
+
+def test_full_queue_refuses_instead_of_growing() -> None:
+    batcher = BatchingEncoder(SlowEncoder(0.2), max_wait_ms=0, max_batch=1, max_queue=1)
+    errors: list[Exception] = []
+
+    def call() -> None:
+        try:
+            batcher.encode(["x"])
+        except OverloadedError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    batcher.close()
+    assert errors and all("capacity" in str(e) for e in errors)
+
+
+def test_encoder_errors_reach_every_waiting_caller() -> None:
+    class Broken(FakeEncoder):
+        def encode(self, texts: Sequence[str]) -> np.ndarray:
+            raise ValueError("model exploded")
+
+    batcher = BatchingEncoder(Broken(), max_wait_ms=1)
+    with pytest.raises(ValueError, match="exploded"):
+        batcher.encode(["x"])
+    batcher.close()

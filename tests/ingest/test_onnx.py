@@ -1,0 +1,86 @@
+"""The int8 ONNX serving encoder against the PyTorch model, with the real weights."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ingest.embedder import Encoder
+from ingest.onnx_encoder import EncoderArtifactError, OnnxEncoder, read_manifest
+from ingest.parsers import parse_document
+from tests.conftest import ROOT, SEEDS
+
+pytestmark = pytest.mark.slow
+
+
+def _bank_and_dev_texts() -> list[str]:
+    texts = []
+    for path in sorted(SEEDS.iterdir()):
+        for q in parse_document(path).questions:
+            texts += [q.text, *q.accepted_answers, *q.wrong_options, *([q.explanation] if q.explanation else [])]
+    dev = ROOT / "data" / "eval" / "dev.jsonl"
+    texts += [json.loads(line)["answer"] for line in dev.read_text(encoding="utf-8").splitlines()]
+    return texts
+
+
+def test_vectors_agree_with_pytorch_on_bank_and_dev_set(onnx_encoder_dir: Path, real_encoder: Encoder) -> None:
+    onnx = OnnxEncoder(onnx_encoder_dir, real_encoder.model_id)
+    texts = _bank_and_dev_texts()
+    cos = np.sum(onnx.encode(texts) * real_encoder.encode(texts), axis=1)
+    print(f"cosine int8 vs fp32 over {len(texts)} texts: mean {cos.mean():.4f}, min {cos.min():.4f}")
+    assert cos.mean() >= 0.99 and cos.min() >= 0.95
+    manifest = read_manifest(onnx_encoder_dir)
+    assert manifest["model_id"] == real_encoder.model_id and len(str(manifest["sha256"])) == 64
+
+
+def test_padding_is_to_the_longest_in_the_batch(onnx_encoder_dir: Path, real_encoder: Encoder) -> None:
+    onnx = OnnxEncoder(onnx_encoder_dir, real_encoder.model_id)
+    alone = onnx.encode(["TP: each GPU holds a slice of the weights"])
+    padded = onnx.encode(["TP: each GPU holds a slice of the weights", "x " * 200])[:1]
+    # Dynamic int8 scales activations per batch, so batch-mates move a vector slightly; never far.
+    assert float(alone[0] @ padded[0]) >= 0.99
+    assert len(onnx._tokenizer.encode_batch(["short one"])[0].ids) < 16
+
+
+def test_export_for_another_model_is_refused(onnx_encoder_dir: Path) -> None:
+    with pytest.raises(EncoderArtifactError, match="tutor models export"):
+        OnnxEncoder(onnx_encoder_dir, "some-other-model@123")
+
+
+def test_serving_path_does_not_import_torch(onnx_encoder_dir: Path, tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    from tests.conftest import with_onnx
+
+    with_onnx(index, onnx_encoder_dir)
+    code = (
+        "import sys\n"
+        "from app.config import Settings\n"
+        "from app.runtime import default_encoder\n"
+        f"enc = default_encoder(Settings(index_dir={str(index)!r}, encoder_backend='onnx'))\n"
+        "assert enc.encode(['hello']).shape == (1, 384)\n"
+        "import app.main, app.cli\n"
+        "heavy = ('torch', 'sentence_transformers', 'transformers')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_dev_set_verdicts_do_not_get_worse(onnx_encoder_dir: Path, real_encoder: Encoder) -> None:
+    from app.grading.evaluation import evaluate
+
+    path = ROOT / "data" / "eval" / "dev.jsonl"
+    torch_report = evaluate(path, real_encoder)
+    onnx_report = evaluate(path, OnnxEncoder(onnx_encoder_dir, real_encoder.model_id))
+    print(
+        f"torch 3-way {torch_report.macro_f1_3:.3f} 2-way {torch_report.macro_f1_2:.3f}; "
+        f"onnx 3-way {onnx_report.macro_f1_3:.3f} 2-way {onnx_report.macro_f1_2:.3f}"
+    )
+    assert onnx_report.macro_f1_3 >= torch_report.macro_f1_3 - 0.01
+    assert onnx_report.macro_f1_2 >= torch_report.macro_f1_2 - 0.01
