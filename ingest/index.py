@@ -83,7 +83,9 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_index(root: Path, model_id: str, dim: int, entries: list[IndexEntry], vectors: np.ndarray) -> str:
+def write_index(
+    root: Path, model_id: str, dim: int, entries: list[IndexEntry], vectors: np.ndarray, exact_up_to: int | None = None
+) -> str:
     """Write an index version atomically unless it already exists; return its version."""
     version = index_version(model_id, dim, entries)
     final = root / f"v-{version[:16]}"
@@ -93,9 +95,8 @@ def write_index(root: Path, model_id: str, dim: int, entries: list[IndexEntry], 
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     tmp.chmod(0o755)
     try:
-        index = faiss.IndexFlatIP(dim)
-        if len(entries):
-            index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, dim)
+        index, info = build_index(dim, matrix, EXACT_UP_TO if exact_up_to is None else exact_up_to)
         faiss.write_index(index, str(tmp / INDEX_FILE))
         manifest = {
             "format": FORMAT,
@@ -103,7 +104,7 @@ def write_index(root: Path, model_id: str, dim: int, entries: list[IndexEntry], 
             "dim": dim,
             "count": len(entries),
             "content_hash": version,
-            "index_type": "IndexFlatIP",
+            **info,
             "entries": [[e.question_id, e.kind, e.text_hash] for e in entries],
         }
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
@@ -118,6 +119,55 @@ def write_index(root: Path, model_id: str, dim: int, entries: list[IndexEntry], 
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return version
+
+
+EXACT_UP_TO = 20_000  # exact search is fast enough below this; above it, HNSW
+HNSW_M = 32
+HNSW_EF_CONSTRUCTION = 80
+RECALL_TARGET = 0.95
+RECALL_QUERIES = 200
+
+
+def recall_at_10(index: Any, vectors: np.ndarray, queries: np.ndarray) -> float:
+    """Share of the exact top-10 (by inner product) that the index also returns."""
+    exact = faiss.IndexFlatIP(vectors.shape[1])
+    exact.add(vectors)
+    _, truth = exact.search(queries, 10)
+    _, found = index.search(queries, 10)
+    hits = sum(len(set(t) & set(f)) for t, f in zip(truth.tolist(), found.tolist(), strict=True))
+    return hits / truth.size
+
+
+def _probe_queries(vectors: np.ndarray) -> np.ndarray:
+    """Queries that sit between stored vectors (midpoints of random pairs), harder than stored points."""
+    rng = np.random.default_rng(0)
+    n = min(RECALL_QUERIES, len(vectors))
+    a, b = rng.integers(0, len(vectors), n), rng.integers(0, len(vectors), n)
+    mix = rng.uniform(0.2, 0.8, size=(n, 1)).astype(np.float32)
+    q = mix * vectors[a] + (1 - mix) * vectors[b]
+    return (q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+
+
+def build_index(dim: int, vectors: np.ndarray, exact_up_to: int = EXACT_UP_TO) -> tuple[Any, dict[str, Any]]:
+    """Exact inner-product search for small banks; HNSW for large ones, tuned until recall@10 >= 0.95."""
+    if len(vectors) <= exact_up_to:
+        index = faiss.IndexFlatIP(dim)
+        if len(vectors):
+            index.add(vectors)
+        return index, {"index_type": "IndexFlatIP"}
+    index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
+    index.add(vectors)
+    queries = _probe_queries(vectors)
+    recall = 0.0
+    for ef in (32, 64, 128, 256, 512):
+        index.hnsw.efSearch = ef
+        recall = recall_at_10(index, vectors, queries)
+        if recall >= RECALL_TARGET:
+            break
+    info = {"index_type": "IndexHNSWFlat", "hnsw_m": HNSW_M, "ef_search": int(index.hnsw.efSearch),
+            "recall_at_10": round(recall, 4)}
+    return index, info
 
 
 def version_dir(root: Path, version: str) -> Path:
@@ -142,6 +192,8 @@ def load_index(root: Path, version: str, model_id: str, dim: int) -> LoadedIndex
     if manifest.get("content_hash") != version:
         raise IndexError_(f"index manifest in {folder} does not match the bank; run `tutor ingest`")
     index = faiss.read_index(str(folder / INDEX_FILE))
+    if "ef_search" in manifest:  # efSearch is a search-time setting that the file does not keep
+        index.hnsw.efSearch = int(manifest["ef_search"])
     entries = [IndexEntry(q, k, h) for q, k, h in manifest["entries"]]
     if index.ntotal != len(entries) or manifest.get("count") != len(entries):
         raise IndexError_(
