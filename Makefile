@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve ingest test lint typecheck unit bench clean
+.PHONY: install serve ingest test lint typecheck unit bench clean worker gpu-check
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,8 +20,17 @@ install: $(STAMP)
 ingest: install
 	$(BIN)/tutor ingest
 
+# The embedded default: SQLite, local index, and a local demo worker sharing a random token.
 serve: ingest
+	@export TUTOR_WORKER_TOKEN="$${TUTOR_WORKER_TOKEN:-$$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')}"; \
+	$(BIN)/tutor worker --port 8100 & worker=$$!; trap 'kill $$worker' EXIT INT TERM; \
 	$(BIN)/tutor serve --host $(HOST) --port $(PORT)
+
+worker: install
+	$(BIN)/tutor worker --host $(HOST) --port 8100
+
+gpu-check: install
+	scripts/gpu_check
 
 lint: install
 	$(BIN)/ruff check .

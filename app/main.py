@@ -7,16 +7,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from app import health
 from app.ask import endpoints as ask_endpoints
 from app.bank import endpoints as bank_endpoints
+from app.chat import endpoints as chat_endpoints
 from app.config import Settings, get_settings
+from app.demos import endpoints as demos_endpoints
 from app.errors import install_error_handlers
 from app.grade_api import endpoints as grade_endpoints
 from app.limits_mw import BodyLimit
 from app.quiz import endpoints as quiz_endpoints
 from app.runtime import EncoderFactory, Runtime, default_encoder
+from app.web import endpoints as web_endpoints
 
 
 def create_app(
@@ -49,9 +53,20 @@ def create_app(
     )
     install_error_handlers(app)
     app.add_middleware(BodyLimit, default=settings.max_body_bytes, bulk=settings.max_bulk_body_bytes)
+    # Only the configured origins may call the API from a browser; the token travels in a header, not a cookie.
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=settings.cors_origins,
+        allow_methods=["GET", "POST"],
+        allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+        max_age=600,
+    )
     app.include_router(health.router)
     app.include_router(bank_endpoints.router)
     app.include_router(quiz_endpoints.router)
     app.include_router(ask_endpoints.router)
     app.include_router(grade_endpoints.router)
+    app.include_router(demos_endpoints.router)
+    app.include_router(chat_endpoints.router)
+    app.include_router(web_endpoints.router)
     return app

@@ -7,14 +7,14 @@ import time
 from pathlib import Path
 
 from app.grading import grade, grade_many, prepare_many
-from app.grading.evaluation import SEEDS_DIR, seed_items
+from app.grading.evaluation import SEEDS_DIR, bank_items
 from ingest.embedder import SentenceTransformerEncoder
 
 
 def main() -> None:
     """Print timings for prepare_many over the seeds, grade() one by one and grade_many."""
     encoder = SentenceTransformerEncoder()
-    items = seed_items()
+    items = bank_items()
     keys = sorted(items)
     start = time.perf_counter()
     rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))

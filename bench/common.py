@@ -1,0 +1,85 @@
+"""Shared pieces of the benchmarks: timing statistics, a prepared data folder, a served API."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.serving import free_port, run_tutor  # noqa: E402
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    """(p50, p99) in milliseconds of samples in seconds."""
+    ordered = sorted(samples)
+    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    return statistics.median(ordered) * 1000, p99 * 1000
+
+
+def time_calls(fn: Callable[[], object], n: int, warmup: int = 10) -> list[float]:
+    """Durations of n calls after a warm-up."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - start)
+    return out
+
+
+def bench_env(data_dir: Path, **extra: str) -> dict[str, str]:
+    """Environment for a `tutor` process on the given data folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TUTOR_")}
+    return {**env, "TUTOR_DATA_DIR": str(data_dir), **extra}
+
+
+@contextmanager
+def prepared_data() -> Iterator[Path]:
+    """A temporary copy of the project's data with the bank ingested and the encoder exported."""
+    with tempfile.TemporaryDirectory(prefix="tutor-bench-") as tmp:
+        data = Path(tmp) / "data"
+        shutil.copytree(ROOT / "data" / "raw", data / "raw")
+        for name in ("taxonomy.yaml", "annotations.yaml"):
+            shutil.copy(ROOT / "data" / name, data / name)
+        exported = ROOT / "data" / "index" / "encoders"
+        if exported.exists():  # reuse the project's export rather than exporting again
+            shutil.copytree(exported, data / "index" / "encoders")
+        run_tutor(bench_env(data), "ingest")
+        yield data
+
+
+@contextmanager
+def served(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str], float]]:
+    """`tutor serve` on a free port; yields (base URL, process, seconds from start to /readyz 200)."""
+    import httpx
+
+    port = free_port()
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.perf_counter() - start > 180:
+                raise RuntimeError("tutor serve did not become ready")
+            time.sleep(0.02)
+        yield base, proc, time.perf_counter() - start
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
