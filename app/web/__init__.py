@@ -1,0 +1,1 @@
+"""The study page and the embeddable chat widget."""

@@ -1,0 +1,59 @@
+"""The study page, the widget script and the study notes the page reads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import FileResponse
+
+from app.bank.repository import list_questions
+from app.bank.views import source_of
+from app.deps import SessionDep
+from app.errors import NotFoundError
+
+STATIC = Path(__file__).resolve().parent / "static"
+ASSETS = {"study.js": "text/javascript", "study.css": "text/css"}
+# The page runs only its own scripts; charts arrive as data: images; the widget's styles sit in its shadow root.
+PAGE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+
+router = APIRouter(tags=["web"])
+
+
+@router.get("/", include_in_schema=False)
+def study_page() -> FileResponse:
+    """The study page: topics, a reading pane and the chat widget."""
+    return FileResponse(STATIC / "index.html", media_type="text/html", headers={"Content-Security-Policy": PAGE_CSP})
+
+
+@router.get("/widget.js", include_in_schema=False)
+def widget() -> FileResponse:
+    """The embeddable chat widget: one script tag on any page."""
+    return FileResponse(STATIC / "widget.js", media_type="text/javascript", headers={"Cache-Control": "max-age=300"})
+
+
+@router.get("/static/{name}", include_in_schema=False)
+def asset(name: str) -> FileResponse:
+    """The study page's own script and styles."""
+    if name not in ASSETS:
+        raise NotFoundError(f"no asset {name!r}")
+    return FileResponse(STATIC / name, media_type=ASSETS[name])
+
+
+@router.get("/v1/study/topics/{topic_id}", tags=["study"])
+def topic_notes(topic_id: str, session: SessionDep) -> dict[str, Any]:
+    """A topic's reading notes: the bank's explanations for its questions, each with its source."""
+    rows, total = list_questions(session, topic=topic_id)
+    if not total:
+        raise NotFoundError(f"no questions on topic {topic_id!r}", details={"topic": topic_id})
+    seen: set[str] = set()
+    notes = []
+    for q in rows:
+        if q.explanation and q.explanation not in seen:
+            seen.add(q.explanation)
+            notes.append({"question_id": q.id, "text": q.explanation, "source": source_of(q)})
+    return {"topic": topic_id, "questions": total, "notes": notes}
