@@ -192,6 +192,8 @@ def load_index(root: Path, version: str, model_id: str, dim: int) -> LoadedIndex
     if manifest.get("content_hash") != version:
         raise IndexError_(f"index manifest in {folder} does not match the bank; run `tutor ingest`")
     index = faiss.read_index(str(folder / INDEX_FILE))
+    # One query at a time: OpenMP threads only add overhead (and fight the web workers for cores).
+    faiss.omp_set_num_threads(1)
     if "ef_search" in manifest:  # efSearch is a search-time setting that the file does not keep
         index.hnsw.efSearch = int(manifest["ef_search"])
     entries = [IndexEntry(q, k, h) for q, k, h in manifest["entries"]]
