@@ -14,6 +14,7 @@ from app.ask import endpoints as ask_endpoints
 from app.bank import endpoints as bank_endpoints
 from app.chat import endpoints as chat_endpoints
 from app.config import Settings, get_settings
+from app.db import schema_is_current
 from app.demos import endpoints as demos_endpoints
 from app.errors import install_error_handlers
 from app.grade_api import endpoints as grade_endpoints
@@ -35,7 +36,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         runtime = Runtime.create(settings, encoder_factory)
-        if settings.auto_migrate:
+        if settings.auto_migrate and not schema_is_current(runtime.engine):
             runtime.migrate()
         app.state.runtime = runtime
         if load_in_background:
