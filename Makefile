@@ -9,6 +9,10 @@ PORT ?= 8000
 .PHONY: install serve ingest test lint typecheck unit bench clean worker gpu-check
 
 $(STAMP): pyproject.toml
+	# The widget's browser tests drive Debian's Chromium (Playwright never downloads a browser here).
+	# docker-compose (the Debian package) validates docker-compose.yml in the tests; no engine is needed.
+	(command -v chromium && command -v docker-compose) >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium docker-compose)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch is pinned to the CPU build in pyproject.toml (an unpinned torch pulls a CUDA build).
@@ -44,7 +48,7 @@ unit: install
 test: lint typecheck unit
 
 bench: install
-	$(BIN)/python bench/run_all.py
+	cd bench && ../$(BIN)/python run_all.py
 
 clean:
 	rm -rf $(VENV) data/tutor.db* data/index .pytest_cache .mypy_cache .ruff_cache

@@ -41,6 +41,13 @@ class Settings(BaseSettings):
     worker_timeout_s: float = 3.0
     # Origins whose pages may call the API from a browser (the widget); comma-separated in TUTOR_CORS_ORIGINS.
     cors_origins: Annotated[list[str], NoDecode] = ["http://127.0.0.1:8000", "http://localhost:8000"]
+    # Slack (app/slack): without a signing secret POST /slack/events answers 503.
+    slack_signing_secret: str | None = None
+    slack_bot_token: str | None = None  # single-workspace mode
+    slack_client_id: str | None = None  # with the secret: multi-workspace install through OAuth
+    slack_client_secret: str | None = None
+    slack_api_url: str = "https://slack.com/api/"  # Web API base URL (tests point it at a fake server)
+    slack_quiz_length: int = 5
 
     @field_validator("cors_origins", mode="before")
     @classmethod

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
+from app.db import transaction
 from app.runtime import Runtime
 
 
@@ -19,15 +20,8 @@ def get_runtime(request: Request) -> Runtime:
 
 def get_session(runtime: Annotated[Runtime, Depends(get_runtime)]) -> Iterator[Session]:
     """One session per request: commit on success, roll back on error."""
-    session = runtime.factory()
-    try:
+    with transaction(runtime.factory) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

@@ -261,3 +261,62 @@ class ChatMessage(Base):
     text: Mapped[str] = mapped_column(Text)
     reply: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SlackPost(Base):
+    """A question the bot posted in Slack: a learner's quiz thread or a channel's daily question."""
+
+    __tablename__ = "slack_posts"
+    __table_args__ = (UniqueConstraint("team_id", "channel_id", "ts", name="uq_slack_posts_message"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    team_id: Mapped[str] = mapped_column(String(32))
+    channel_id: Mapped[str] = mapped_column(String(32))
+    ts: Mapped[str] = mapped_column(String(32))
+    kind: Mapped[str] = mapped_column(String(16), index=True)
+    question_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    learner_id: Mapped[str | None] = mapped_column(ForeignKey("learners.id"), nullable=True)
+    session_id: Mapped[str | None] = mapped_column(ForeignKey("quiz_sessions.id"), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class SlackPostSession(Base):
+    """The one-question session of a learner answering a daily question."""
+
+    __tablename__ = "slack_post_sessions"
+
+    post_id: Mapped[int] = mapped_column(ForeignKey("slack_posts.id"), primary_key=True)
+    learner_id: Mapped[str] = mapped_column(ForeignKey("learners.id"), primary_key=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("quiz_sessions.id"), unique=True)
+
+
+class SlackEvent(Base):
+    """A Slack event id already handled, so Slack's retries are never processed twice."""
+
+    __tablename__ = "slack_events"
+
+    event_id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SlackInstallation(Base):
+    """A workspace's installation of the app (OAuth); `key` is client:enterprise:team:user."""
+
+    __tablename__ = "slack_installations"
+
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    client_id: Mapped[str] = mapped_column(String(64))
+    enterprise_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    team_id: Mapped[str | None] = mapped_column(String(32), index=True, nullable=True)
+    user_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    installed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SlackOAuthState(Base):
+    """A one-time OAuth `state` value, valid until it expires."""
+
+    __tablename__ = "slack_oauth_states"
+
+    state: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

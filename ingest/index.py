@@ -151,10 +151,10 @@ def _probe_queries(vectors: np.ndarray) -> np.ndarray:
 def build_index(dim: int, vectors: np.ndarray, exact_up_to: int = EXACT_UP_TO) -> tuple[Any, dict[str, Any]]:
     """Exact inner-product search for small banks; HNSW for large ones, tuned until recall@10 >= 0.95."""
     if len(vectors) <= exact_up_to:
-        index = faiss.IndexFlatIP(dim)
+        flat = faiss.IndexFlatIP(dim)
         if len(vectors):
-            index.add(vectors)
-        return index, {"index_type": "IndexFlatIP"}
+            flat.add(vectors)
+        return flat, {"index_type": "IndexFlatIP"}
     index = faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = HNSW_EF_CONSTRUCTION
     index.add(vectors)
@@ -191,7 +191,7 @@ def load_index(root: Path, version: str, model_id: str, dim: int) -> LoadedIndex
         )
     if manifest.get("content_hash") != version:
         raise IndexError_(f"index manifest in {folder} does not match the bank; run `tutor ingest`")
-    index = faiss.read_index(str(folder / INDEX_FILE))
+    index: Any = faiss.read_index(str(folder / INDEX_FILE))
     # One query at a time: OpenMP threads only add overhead (and fight the web workers for cores).
     faiss.omp_set_num_threads(1)
     if "ef_search" in manifest:  # efSearch is a search-time setting that the file does not keep

@@ -6,6 +6,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -56,14 +57,23 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         return
     if not request.getfixturevalue("postgres_available"):
         pytest.skip("TUTOR_SKIP_POSTGRES=1 and no PostgreSQL")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with pg_schema("t") as url:
+        yield url
+
+
+@contextmanager
+def pg_schema(prefix: str) -> Iterator[str]:
+    """A throw-away schema in the local PostgreSQL; yields a URL whose search_path is that schema."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = create_engine(PG_URL)
     with admin.begin() as conn:
         conn.execute(text(f"CREATE SCHEMA {schema}"))
-    yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    with admin.begin() as conn:
-        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
+        admin.dispose()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -13,9 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import create_engine, text
 
-from tests.conftest import PG_URL, with_onnx
+from tests.conftest import pg_schema, with_onnx
 from tests.serving import run_tutor, serving
 
 pytestmark = pytest.mark.slow
@@ -107,21 +105,15 @@ def test_ask_answers_from_the_bank_and_declines_the_rest(sqlite_server: tuple[st
 
 
 @pytest.fixture
-def pg_schema(postgres_available: bool) -> Iterator[str]:
+def pg_url(postgres_available: bool) -> Iterator[str]:
     if not postgres_available:
         pytest.skip("no PostgreSQL")
-    schema = f"e2e_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(PG_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f"CREATE SCHEMA {schema}"))
-    yield f"{PG_URL}?options=-csearch_path%3D{schema}"
-    with admin.begin() as conn:
-        conn.execute(text(f"DROP SCHEMA {schema} CASCADE"))
-    admin.dispose()
+    with pg_schema("e2e") as url:
+        yield url
 
 
-def test_two_processes_on_postgres_count_each_answer_once(bank_dir: Path, pg_schema: str) -> None:
-    env = _env(bank_dir, pg_schema)
+def test_two_processes_on_postgres_count_each_answer_once(bank_dir: Path, pg_url: str) -> None:
+    env = _env(bank_dir, pg_url)
     env["TUTOR_INDEX_DIR"] = str(bank_dir / "pg-index")
     run_tutor(env, "ingest")
     with serving(env) as one, serving(env) as two:

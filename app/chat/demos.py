@@ -44,9 +44,13 @@ class NoDemoRunner:
 
 
 def demo_runner(request: Request) -> DemoRunner:
-    """The app's demo runner: `app.state.demo_runner` if set (the demos proxy or a test fake), else none."""
+    """The app's demo runner: `app.state.demo_runner` if set (e.g. a test fake), else the configured worker."""
     runner: DemoRunner | None = getattr(request.app.state, "demo_runner", None)
-    return runner if runner is not None else NoDemoRunner()
+    if runner is not None:
+        return runner
+    from app.chat.worker_runner import WorkerDemoRunner
+
+    return WorkerDemoRunner(request.app.state.runtime.settings)
 
 
 def chart_image(chart: dict[str, Any] | None) -> str | None:

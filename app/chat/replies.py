@@ -164,7 +164,8 @@ def progress_reply(report: dict[str, Any], topic_names: dict[str, str]) -> Reply
         lines.append("You haven't answered anything yet: say “quiz me” to start.")
     choices = [Choice(label=f"Quiz me on {topic_names.get(m['topic'], m['topic'])}",
                       value=f"quiz me on {topic_names.get(m['topic'], m['topic'])}") for m in seen[:2]]
-    return Reply(kind="progress", text="\n".join(lines), choices=choices, data={"progress": {k: report[k] for k in ("answered", "correct", "due", "streak", "mastery")}})
+    summary = {k: report[k] for k in ("answered", "correct", "due", "streak", "mastery")}
+    return Reply(kind="progress", text="\n".join(lines), choices=choices, data={"progress": summary})
 
 
 def topic_choices(topic_names: dict[str, str]) -> list[Choice]:

@@ -110,7 +110,8 @@ def demo_events(runner: DemoRunner, run_id: str, name: str) -> Iterator[tuple[st
         for event in runner.events(run_id):
             yield "progress", {"run_id": run_id, "demo": name, **event}
             if time.monotonic() > deadline:
-                yield "reply", info(f"The {title} demo is still running; follow it with the link.").model_dump(mode="json")
+                still = info(f"The {title} demo is still running; follow it with the link.")
+                yield "reply", still.model_dump(mode="json")
                 return
         result = runner.result(run_id)
     except TutorError as exc:

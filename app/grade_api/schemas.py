@@ -6,16 +6,10 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from app.quiz.schemas import MAX_ANSWER
+from app.quiz.schemas import MAX_ANSWER, not_blank
 
 TEXT = 2000
 LIST = 20
-
-
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be empty or only spaces")
-    return value
 
 
 class Example(BaseModel):
@@ -83,7 +77,7 @@ class GradeIn(BaseModel):
     wrong_answers: list[str] = Field(default_factory=list, max_length=LIST)
     examples: list[Example] = Field(default_factory=list, max_length=200)
 
-    _blank = field_validator("answer")(_not_blank)
+    _blank = field_validator("answer")(not_blank)
 
     @model_validator(mode="after")
     def _one_target(self) -> Self:

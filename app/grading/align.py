@@ -83,15 +83,3 @@ def idea_covered(idea: str, answer_stems: set[str], question: str) -> bool:
         return False
     hits = sum(1 for s in stems if has_match(s, answer_stems))
     return hits / len(stems) >= 0.5
-
-
-_SEGMENT = re.compile(r"[.;:!?\n]+|,\s+|\s+-\s+|\s(?:and|so|but|because|while|whereas|which)\s", re.I)
-
-
-def segments(answer: str, limit: int = 6) -> list[str]:
-    """Phrases of an answer to align with the reference's key ideas (at least two content words)."""
-    out = []
-    for part in _SEGMENT.split(answer):
-        if len(content_stems(part)) >= 2 and part.strip() != answer.strip():
-            out.append(part.strip())
-    return out[:limit]

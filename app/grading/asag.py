@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from app.grading.build import prepare_many
-from app.grading.grader import answer_texts, grade_many
+from app.grading.grader import decided, grade_many
 from app.grading.logreg import fit_logistic, macro_f1, standardiser
 from app.grading.rubric import GradingItem, Rubric
 from app.grading.scoring import GeneralModel, signals
@@ -23,6 +23,7 @@ from ingest.embedder import Encoder
 ASAG_DIR = Path(os.environ.get("TUTOR_ASAG_DIR") or Path(__file__).resolve().parents[3] / "shared" / "asag")
 CACHE_DIR = Path(__file__).resolve().parents[2] / "data" / "cache"
 CORPORA = ("beetle", "scientsbank")
+DOMAIN_WEIGHT = 2.0  # the dev set weighs twice as much, in total, as all the public answers
 
 
 class CachingEncoder:
@@ -54,7 +55,7 @@ class CachingEncoder:
 
 @dataclass
 class Corpus:
-    """One ASAG corpus as rubrics and labelled answers."""
+    """Labelled answers with their rubrics and features; `domain` marks our own dev set."""
 
     name: str
     rubrics: dict[str, Rubric]
@@ -64,12 +65,27 @@ class Corpus:
     partial_or_better: np.ndarray | None
     features: np.ndarray
     cosines: np.ndarray
+    learn: np.ndarray  # rows the model learns from: not already decided by the hard checks
+    domain: bool = False
 
 
 def caching_encoder(encoder: Encoder, name: str) -> CachingEncoder:
     """A cache file per corpus and model."""
     tag = hashlib.sha1(encoder.model_id.encode()).hexdigest()[:10]
     return CachingEncoder(encoder, CACHE_DIR / f"asag_{name}_{tag}.npz")
+
+
+def answer_features(rubrics: list[Rubric], answers: list[str],
+                    encoder: Encoder) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Features, plain cosines and whether the hard checks leave the verdict to the model."""
+    vecs = encoder.encode(answers)
+    feats, cos, learn = [], [], []
+    for rubric, text, vec in zip(rubrics, answers, vecs, strict=True):
+        sig = signals(rubric, vec, text, content_stems(text))
+        feats.append(sig.ref.features)
+        cos.append(float((rubric.ref_vecs @ vec).max()))
+        learn.append(not decided(rubric, text, vec))
+    return np.array(feats), np.array(cos), np.array(learn, dtype=bool)
 
 
 def load_corpus(name: str, encoder: Encoder) -> Corpus:
@@ -85,39 +101,54 @@ def load_corpus(name: str, encoder: Encoder) -> Corpus:
     rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], cached, calibrated=False),
                        strict=True))
     answers = [r["student_answer"] for r in rows]
-    phrases = [answer_texts(a) for a in answers]
-    cached.encode([t for p in phrases for t in p])
+    cached.encode(answers)
     cached.save()
-    vecs = cached.encode(answers)
-    feats, cos = [], []
-    for r, text, vec, p in zip(rows, answers, vecs, phrases, strict=True):
-        rubric = rubrics[r["question_id"]]
-        seg = cached.encode(p[1:])
-        feats.append(signals(rubric, vec, text, content_stems(text), seg).ref.features)
-        cos.append(float((rubric.ref_vecs @ vec).max()))
+    feats, cos, learn = answer_features([rubrics[r["question_id"]] for r in rows], answers, cached)
     five = [r.get("label_5way") for r in rows]
     partial = None
     if all(five):
         partial = np.array([f in ("correct", "partially_correct_incomplete") for f in five], dtype=float)
     return Corpus(name, rubrics, [r["question_id"] for r in rows], answers,
                   np.array([r["label_2way"] == "correct" for r in rows], dtype=float), partial,
-                  np.array(feats), np.array(cos))
+                  feats, cos, learn)
+
+
+def _balanced(y: np.ndarray) -> np.ndarray:
+    pos, neg = max(1.0, float(y.sum())), max(1.0, float(len(y) - y.sum()))
+    return np.where(y > 0.5, len(y) / (2 * pos), len(y) / (2 * neg))
+
+
+def _pooled(parts: list[tuple[np.ndarray, np.ndarray, bool]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Stack (x, y, domain) parts; classes balanced within each pool, the domain pool weighted
+    DOMAIN_WEIGHT times the public data's total."""
+    out_x, out_y, out_w = [], [], []
+    pools = {dom: [(x, y) for x, y, d in parts if d == dom and len(y)] for dom in (False, True)}
+    totals = {dom: sum(len(y) for _, y in pools[dom]) for dom in pools}
+    for dom, chunk in pools.items():
+        if not chunk:
+            continue
+        x, y = np.vstack([c[0] for c in chunk]), np.concatenate([c[1] for c in chunk])
+        scale = DOMAIN_WEIGHT * totals[False] / len(y) if dom and totals[False] else 1.0
+        out_x.append(x)
+        out_y.append(y)
+        out_w.append(_balanced(y) * scale)
+    return np.vstack(out_x), np.concatenate(out_y), np.concatenate(out_w)
 
 
 def fit_model(corpora: list[Corpus], rows: list[np.ndarray] | None = None) -> GeneralModel:
-    """Fit both heads; the partial head only on corpora with partial labels (Beetle)."""
+    """Fit both heads on the rows the hard checks leave to the model; the partial head on
+    corpora with partial labels (Beetle 5-way, the dev set)."""
     rows = rows or [np.arange(len(c.answers)) for c in corpora]
-    x = np.vstack([c.features[r] for c, r in zip(corpora, rows, strict=True)])
-    y = np.concatenate([c.correct[r] for c, r in zip(corpora, rows, strict=True)])
+    rows = [r[c.learn[r]] for c, r in zip(corpora, rows, strict=True)]
+    x, y, w = _pooled([(c.features[r], c.correct[r], c.domain) for c, r in zip(corpora, rows, strict=True)])
     mean, scale = standardiser(x)
-    w_c, b_c = fit_logistic((x - mean) / scale, y)
+    w_c, b_c = fit_logistic((x - mean) / scale, y, sample_weight=w)
     # The partial head is conditional: among answers that are not correct, which are partly right.
-    with_partial = [(c, r[c.correct[r] < 0.5]) for c, r in zip(corpora, rows, strict=True)
-                    if c.partial_or_better is not None]
-    if with_partial:
-        xp = np.vstack([c.features[r] for c, r in with_partial])
-        yp = np.concatenate([c.partial_or_better[r] for c, r in with_partial])  # type: ignore[index]
-        w_p, b_p = fit_logistic((xp - mean) / scale, yp)
+    parts = [(c.features[r][c.correct[r] < 0.5], c.partial_or_better[r][c.correct[r] < 0.5], c.domain)
+             for c, r in zip(corpora, rows, strict=True) if c.partial_or_better is not None]
+    if parts:
+        xp, yp, wp = _pooled(parts)
+        w_p, b_p = fit_logistic((xp - mean) / scale, yp, sample_weight=wp)
     else:
         w_p, b_p = w_c, b_c
     return GeneralModel(mean, scale, w_c, b_c, w_p, b_p)
@@ -144,9 +175,12 @@ class CrossValResult:
     cosine_oracle_f1: float
 
 
-def asag_crossval(encoder: Encoder, corpus: str = "beetle", folds: int = 5, seed: int = 13) -> CrossValResult:
-    """K-fold CV by question: the grader (model fit on training folds) vs a tuned cosine threshold."""
+def asag_crossval(encoder: Encoder, corpus: str = "beetle", folds: int = 5, seed: int = 13,
+                  extra: list[Corpus] | None = None) -> CrossValResult:
+    """K-fold CV by question: the grader (model fit on the training folds, plus `extra` corpora
+    such as the dev set, in every fold) vs a cosine threshold tuned on the training folds."""
     data = load_corpus(corpus, encoder)
+    more = extra or []
     qids = sorted(set(data.question_ids))
     random.Random(seed).shuffle(qids)
     fold_of = {q: i % folds for i, q in enumerate(qids)}
@@ -156,7 +190,7 @@ def asag_crossval(encoder: Encoder, corpus: str = "beetle", folds: int = 5, seed
     pred_c = [""] * len(truth)
     for k in range(folds):
         train, test = np.where(fold != k)[0], np.where(fold == k)[0]
-        model = fit_model([data], [train])
+        model = fit_model([data, *more], [train, *(np.arange(len(c.answers)) for c in more)])
         results = grade_many([data.rubrics[data.question_ids[i]] for i in test],
                              [data.answers[i] for i in test], data_encoder(encoder, corpus), model=model)
         t = _best_threshold(data.cosines[train], data.correct[train])

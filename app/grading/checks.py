@@ -88,21 +88,30 @@ def is_keyword_list(answer: str, reference: str) -> bool:
 
 
 def restates_question(answer: str, question: str, coverage: float) -> bool:
-    """An answer made of the question's own words that adds nothing ('the efficiency metric')."""
+    """An answer made only of the question's own words ('the efficiency metric'): it adds nothing."""
     stems = [s for s in content_stems(answer) if len(s) > 1]
     if not stems or coverage >= 0.2:
         return False
     asked = set(content_stems(question))
-    return sum(1 for s in stems if has_match(s, asked)) / len(stems) >= 0.6
+    return all(has_match(s, asked) for s in stems)
 
 
 HARD_NEGATIONS = NEGATIONS - {"without"}
+# Words that end a negation's scope: a new clause or a condition ("no rank continues until ...").
+_SCOPE_END = frozenset({"but", "so", "because", "it", "its", "they", "which", "until", "unless",
+                        "except", "when", "where", "while"})
+# "not every stage", "don't keep all": denying a universal is not denying the claim.
+_UNIVERSAL = frozenset({"all", "every", "each", "always", "entirely", "completely", "fully"})
+# In a reference, "reduces idle time" says idle time is unwanted: answers may deny it.
+_REF_CUES = frozenset({"reduc", "limit"})  # stems: lower, decrease, minimise ... fold onto "reduc"
+_HYPOTHETICAL = frozenset({"if", "unless", "whenever"})  # "if some ranks never reach it" asserts nothing
+_SCOPE_SPLIT = re.compile(r"[;.!?\n()\[\]]+|\s-+\s|,\s*(?:while|whereas|but)\s+|\s+(?:while|whereas)\s+")
 
 
 def _is_cue(toks: list[str], i: int, soft: bool) -> bool:
     tok = toks[i]
     if tok in HARD_NEGATIONS:
-        return True
+        return not _UNIVERSAL.intersection(toks[i + 1 : i + 3])
     if not soft:
         return False
     if tok == "without" or any(tok.startswith(s) for s in NEGATION_STEMS):
@@ -110,18 +119,20 @@ def _is_cue(toks: list[str], i: int, soft: bool) -> bool:
     return tok in {"instead", "rather"} and i + 1 < len(toks) and toks[i + 1] in {"of", "than"}
 
 
-def negated_spans(text: str, soft: bool = True) -> tuple[set[str], list[str]]:
-    """Stems in the scope of a negation cue, and the stems outside any negation scope."""
+def negated_spans(text: str, soft: bool = True, width: int = 3) -> tuple[set[str], list[str]]:
+    """Stems in the scope (width content words) of a negation cue, and the stems outside any."""
     negated: set[str] = set()
     outside: list[str] = []
-    for clause in _SPLIT_CLAUSES.split(text):
+    for clause in _SCOPE_SPLIT.split(text):
         toks = raw_tokens(clause)
         scope = 0
+        hypothetical = False
         for i, tok in enumerate(toks):
-            if _is_cue(toks, i, soft):
-                scope = 3
+            hypothetical = hypothetical or tok in _HYPOTHETICAL
+            if _is_cue(toks, i, soft) and not hypothetical:
+                scope = width
                 continue
-            if tok in {"but", "so", "because", "it", "its", "they", "which"}:
+            if tok in _SCOPE_END:
                 scope = 0
             if tok in STOPWORDS:
                 continue
@@ -138,6 +149,17 @@ def negated_stems(text: str) -> set[str]:
     return negated_spans(text)[0]
 
 
+def reference_negated(reference: str) -> set[str]:
+    """Stems a reference denies (to the clause end) or calls unwanted ('reduces idle time')."""
+    out = negated_spans(reference, soft=True, width=99)[0]
+    for clause in _SCOPE_SPLIT.split(reference):
+        stems = [stem(t) for t in raw_tokens(clause) if t not in STOPWORDS]
+        for i, s in enumerate(stems):
+            if s in _REF_CUES:
+                out.update(stems[i + 1 : i + 4])
+    return out
+
+
 def negation_mismatch(answer: str, references: list[str], key_stems: list[set[str]]) -> bool:
     """The answer flatly denies a key claim of a reference and does not assert it elsewhere.
 
@@ -150,12 +172,12 @@ def negation_mismatch(answer: str, references: list[str], key_stems: list[set[st
         return False
     outside = set(ans_outside)
     for ref, keys in zip(references, key_stems, strict=True):
-        ref_neg = negated_stems(ref)
+        ref_neg = reference_negated(ref)
         flipped = {w for w in ans_neg if has_match(w, keys) and not has_match(w, ref_neg)
                    and not has_match(w, outside)}
         if not flipped:
             continue
-        kept = [k for k in keys if k not in ref_neg]
+        kept = [k for k in keys if k not in negated_stems(ref)]
         covered = sum(1 for k in kept if has_match(k, outside))
         if covered < 0.5 * len(kept):
             return True

@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import json
-import random
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from app.grading.build import prepare_many
-from app.grading.caveats import extra_references
 from app.grading.grader import GradeResult, grade_many
 from app.grading.logreg import macro_f1
 from app.grading.rubric import GradingItem
+from ingest.annotations import load_annotations
 from ingest.embedder import Encoder
+from ingest.identity import question_id
 from ingest.parsers import parse_document
 
 LABELS = ["correct", "partial", "incorrect"]
-SEEDS_DIR = Path(__file__).resolve().parents[2] / "data" / "raw"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+RAW_DIR = DATA_DIR / "raw"
+ANNOTATIONS = DATA_DIR / "annotations.yaml"
+SEEDS_DIR = RAW_DIR  # older name
 
 
 class MemoEncoder:
@@ -40,21 +44,33 @@ class MemoEncoder:
         return np.stack([self.memo[t] for t in texts])
 
 
-def seed_items(seeds_dir: Path = SEEDS_DIR) -> dict[tuple[str, int], GradingItem]:
-    """GradingItems for every seed question, keyed by (file name, question number)."""
+@dataclass
+class _BankQuestion:
+    """The attributes app.answers.items.item_for reads from a bank row."""
+
+    id: str
+    text: str
+    accepted_answers: list[str]
+    extra_answers: list[str]
+    wrong_options: list[str]
+    explanation: str | None
+    examples: list[dict[str, Any]]
+
+
+def bank_items(raw_dir: Path = RAW_DIR, annotations: Path = ANNOTATIONS) -> dict[tuple[str, int], GradingItem]:
+    """GradingItems built the way production builds them, keyed by (file name, question number)."""
+    from app.answers.items import item_for  # the bank's own item builder; imported late (app layer)
+
+    notes = load_annotations(annotations)
     items: dict[tuple[str, int], GradingItem] = {}
-    for path in sorted(seeds_dir.glob("*.txt")):
+    for path in sorted(raw_dir.glob("*.txt")):
         for q in parse_document(path).questions:
-            refs = list(dict.fromkeys([*q.accepted_answers, *q.notes,
-                                       *extra_references(path.name, q.number)]))
-            options = None
-            if q.wrong_options:
-                options = [*q.accepted_answers, *q.wrong_options]
-                random.Random(f"{path.name}#{q.number}").shuffle(options)
-            items[(path.name, q.number)] = GradingItem(
-                question=q.text, reference_answers=refs, wrong_answers=list(q.wrong_options),
-                explanation=q.explanation, examples=[(e.answer, e.label) for e in q.examples],
-                options=options, key=f"{path.name}#{q.number}")
+            qid = question_id(path.name, q.text)
+            note = notes.get(qid)
+            row = _BankQuestion(qid, q.text, list(q.accepted_answers),
+                                list(note.extra_answers) if note else [], list(q.wrong_options),
+                                q.explanation, [{"answer": e.answer, "label": e.label} for e in q.examples])
+            items[(path.name, q.number)] = item_for(row)
     return items
 
 
@@ -112,10 +128,14 @@ def _f1_codes(truth: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean(np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)))
 
 
-def evaluate(path: Path, encoder: Encoder, seeds_dir: Path = SEEDS_DIR) -> EvalReport:
-    """Grade every labelled answer in a dev file (batched) and compare with plain cosine."""
+def evaluate(path: Path, encoder: Encoder,
+             items: dict[tuple[str, int], GradingItem] | None = None) -> EvalReport:
+    """Grade every labelled answer in a dev file (batched) and compare with plain cosine.
+
+    items are keyed by (file, number); by default they are built as production builds them.
+    """
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    items = seed_items(seeds_dir)
+    items = bank_items() if items is None else items
     missing = {(r["file"], int(r["number"])) for r in rows} - set(items)
     if missing:
         raise ValueError(f"dev rows refer to unknown questions: {sorted(missing)[:5]}")
@@ -124,18 +144,16 @@ def evaluate(path: Path, encoder: Encoder, seeds_dir: Path = SEEDS_DIR) -> EvalR
     rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], memo), strict=True))
     answers = [r["answer"] for r in rows]
     results = grade_many([rubrics[(r["file"], int(r["number"]))] for r in rows], answers, memo)
-    vecs = memo.encode(answers)
-    seeds_acc = {k: memo.encode(_accepted(seeds_dir, k)) for k in keys}
-    cos = np.array([float((seeds_acc[(r["file"], int(r["number"]))] @ v).max())
-                    for r, v in zip(rows, vecs, strict=True)])
-    return _report(rows, results, cos)
+    return _report(rows, results, baseline_cosines(rows, items, memo))
 
 
-def _accepted(seeds_dir: Path, key: tuple[str, int]) -> list[str]:
-    for q in parse_document(seeds_dir / key[0]).questions:
-        if q.number == key[1]:
-            return list(q.accepted_answers)
-    raise KeyError(key)
+def baseline_cosines(rows: list[dict[str, Any]], items: dict[tuple[str, int], GradingItem],
+                     encoder: Encoder) -> np.ndarray:
+    """Plain cosine of each answer with its question's nearest reference answer."""
+    vecs = encoder.encode([r["answer"] for r in rows])
+    refs = {k: encoder.encode(item.reference_answers) for k, item in items.items()}
+    return np.array([float((refs[(r["file"], int(r["number"]))] @ v).max())
+                     for r, v in zip(rows, vecs, strict=True)])
 
 
 def _report(rows: list[dict[str, str]], results: list[GradeResult], cos: np.ndarray) -> EvalReport:

@@ -1,4 +1,4 @@
-"""Fit the general grading model on the ASAG training splits: `python -m app.grading.fit`."""
+"""Fit the general grading model on the ASAG training splits and our dev set: `python -m app.grading.fit`."""
 
 from __future__ import annotations
 
@@ -6,21 +6,24 @@ import json
 
 import numpy as np
 
-from app.grading.asag import CORPORA, fit_model, load_corpus
+from app.grading.asag import CORPORA, DOMAIN_WEIGHT, fit_model, load_corpus
+from app.grading.devset import load_dev
 from app.grading.scoring import MODEL_PATH
 from ingest.embedder import Encoder
 
 
 def fit(encoder: Encoder) -> dict[str, object]:
-    """Fit both heads on all ASAG training answers and return the JSON to commit."""
-    corpora = [load_corpus(name, encoder) for name in CORPORA]
+    """Fit both heads on all ASAG training answers and the dev set; return the JSON to commit."""
+    corpora = [*(load_corpus(name, encoder) for name in CORPORA), load_dev(encoder)]
     model = fit_model(corpora)
     out: dict[str, object] = model.to_dict()
     out["fit"] = {
         "encoder": encoder.model_id,
-        "data": {c.name: len(c.answers) for c in corpora},
-        "method": "L2 logistic regression (l2=1, balanced), standardised features; "
-                  "partial head on Beetle 5-way non-correct answers: partially_correct_incomplete vs the rest",
+        "data": {c.name: int(c.learn.sum()) for c in corpora},
+        "method": "L2 logistic regression (l2=1), standardised features, classes balanced within "
+                  f"the public pool and within the dev set, dev total weight x{DOMAIN_WEIGHT} the public "
+                  "total; rows the hard checks decide are left out. Partial head: among non-correct "
+                  "answers, Beetle partially_correct_incomplete and dev partial vs the rest",
     }
     return out
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from app.grading.align import segments
 from app.grading.checks import is_evasive, is_keyword_list, strip_injection
 from app.grading.choice import exact_match, is_bare_letter
-from app.grading.judge import judge
+from app.grading.judge import caught, judge
 from app.grading.rubric import GRADER_VERSION, Rubric
-from app.grading.scoring import GeneralModel, load_model
+from app.grading.scoring import GeneralModel, load_model, signals
+from app.grading.text import content_stems
 from ingest.embedder import Encoder
 
 
@@ -89,15 +89,16 @@ def _precheck(rubric: Rubric, answer: str, choice: str | None) -> _Pending:
     return _Pending(text, flags)
 
 
-def _finish(rubric: Rubric, pending: _Pending, vecs: np.ndarray, model: GeneralModel) -> GradeResult:
-    """vecs: the answer's vector followed by its phrases' vectors."""
-    verdict = judge(rubric, pending.text, vecs[0], pending.flags, model, vecs[1:])
-    return GradeResult(**verdict)
+def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralModel) -> GradeResult:
+    return GradeResult(**judge(rubric, pending.text, vec, pending.flags, model))
 
 
-def answer_texts(text: str) -> list[str]:
-    """What is encoded for one answer, in one batch: the answer, then its phrases."""
-    return [text, *segments(text)]
+def decided(rubric: Rubric, answer: str, vec: np.ndarray) -> bool:
+    """Whether the checks alone settle this answer's verdict (the general model is not asked)."""
+    pending = _precheck(rubric, answer, None)
+    if pending.result is not None or "keyword_list" in pending.flags:
+        return True
+    return caught(rubric, pending.text, signals(rubric, vec, pending.text, content_stems(pending.text)))
 
 
 def grade(rubric: Rubric, answer: str, encoder: Encoder, *, choice: str | None = None,
@@ -106,8 +107,8 @@ def grade(rubric: Rubric, answer: str, encoder: Encoder, *, choice: str | None =
     pending = _precheck(rubric, answer, choice)
     if pending.result is not None:
         return pending.result
-    vecs = encoder.encode(answer_texts(pending.text))
-    return _finish(rubric, pending, vecs, model or load_model())
+    vec = encoder.encode([pending.text])[0]
+    return _finish(rubric, pending, vec, model or load_model())
 
 
 def grade_many(rubrics: list[Rubric], answers: list[str], encoder: Encoder, *,
@@ -118,14 +119,9 @@ def grade_many(rubrics: list[Rubric], answers: list[str], encoder: Encoder, *,
     model = model or load_model()
     pendings = [_precheck(r, a, None) for r, a in zip(rubrics, answers, strict=True)]
     todo = [i for i, p in enumerate(pendings) if p.result is None]
-    texts: list[str] = []
-    spans: list[tuple[int, int]] = []
-    for i in todo:
-        chunk = answer_texts(pendings[i].text)
-        spans.append((len(texts), len(texts) + len(chunk)))
-        texts.extend(chunk)
+    texts = [pendings[i].text for i in todo]
     vecs = encoder.encode(texts) if texts else np.zeros((0, encoder.dim), dtype=np.float32)
     results: list[GradeResult | None] = [p.result for p in pendings]
-    for (lo, hi), i in zip(spans, todo, strict=True):
-        results[i] = _finish(rubrics[i], pendings[i], vecs[lo:hi], model)
+    for vec, i in zip(vecs, todo, strict=True):
+        results[i] = _finish(rubrics[i], pendings[i], vec, model)
     return [r for r in results if r is not None]

@@ -18,7 +18,9 @@ EXAMPLE_FLOOR = 0.75  # labelled examples less similar than this are ignored
 EXAMPLE_WEIGHT = 4.0  # logit shift from a very close labelled example
 EXAMPLE_ADOPT = 0.95  # a near-duplicate of a labelled example takes its label
 UNSURE = 0.65  # confidence below which the verdict is flagged unsure
-WRONG_MARGIN = 0.05  # how much nearer a wrong option must be than the accepted answer
+WRONG_MARGIN = 0.1  # how much nearer a wrong option must be than the accepted answer
+WRONG_WORDS = 0.25  # and the share of the wrong option's (weighted) words the answer must use
+OFF_TOPIC = 0.2  # an answer this far (cosine) from the references and the question is off topic
 _BLOCKING = ("evasive", "roles_swapped", "negation_mismatch", "keyword_list", "off_topic",
              "misconception")
 
@@ -46,8 +48,8 @@ def _example_evidence(rubric: Rubric, sig: Signals) -> tuple[float, float, str |
 def _misconception(rubric: Rubric, sig: Signals, skip: int = -1) -> str | None:
     """The wrong answer this answer is clearly closer to than to any accepted answer, if any.
 
-    Needs a margin: wrong options that reuse the accepted answer's words (swapped roles) are
-    as close as the accepted answer to every answer, and are left to the role check.
+    Needs a margin and the wrong option's own words: a short partial answer shares the topic
+    with every option, so nearness alone is not enough; the answer must state the wrong claim.
     """
     if sig.wrong is None or not sig.wrong.sims:
         return None
@@ -56,7 +58,8 @@ def _misconception(rubric: Rubric, sig: Signals, skip: int = -1) -> str | None:
     for j, (sim, cov) in enumerate(zip(sig.wrong.sims, sig.wrong.coverages, strict=True)):
         if j == skip:
             continue
-        margin = max(sim - sim_ref - WRONG_MARGIN, (cov - cov_ref - 0.25) if sim >= sim_ref else -1.0)
+        nearer = sim - sim_ref - WRONG_MARGIN if cov >= WRONG_WORDS else -1.0
+        margin = max(nearer, (cov - cov_ref - 0.25) if sim >= sim_ref else -1.0)
         if margin > best_margin:
             best, best_margin = j, margin
     return rubric.item.wrong_answers[best] if best >= 0 else None
@@ -68,8 +71,8 @@ def _flags(rubric: Rubric, text: str, sig: Signals, n_answer: int) -> list[str]:
         flags.append("negation_mismatch")
     if roles_swapped(text, rubric.item.reference_answers, rubric.clauses):
         flags.append("roles_swapped")
-    sim, cov, on_topic = (float(sig.ref.features[i]) for i in (0, 1, 4))
-    if max(sim, sig.sim_question) < 0.3 and cov < 0.2 and on_topic < 0.34:
+    sim, cov = float(sig.ref.features[0]), float(sig.ref.features[1])
+    if max(sim, sig.sim_question) < OFF_TOPIC and cov < 0.2 and sig.on_topic < 0.34:
         flags.append("off_topic")
     if n_answer <= 2 and len(rubric.ref_stems[sig.ref.best].stems) >= 5:
         flags.append("too_short")
@@ -85,11 +88,11 @@ def caught(rubric: Rubric, text: str, sig: Signals, skip_wrong: int = -1) -> boo
     return any(f in _BLOCKING for f in _flags(rubric, text, sig, len(content_stems(text))))
 
 
-def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model: GeneralModel,
-          segment_vecs: np.ndarray | None = None) -> dict[str, Any]:
+def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
+          model: GeneralModel) -> dict[str, Any]:
     """The fields of a GradeResult for an answer whose vectors are known."""
     stems = content_stems(text)
-    sig = signals(rubric, vec, text, stems, segment_vecs)
+    sig = signals(rubric, vec, text, stems)
     z_ref, z_p_raw = model.logits(sig.ref.features)
     ev_c, ev_p, adopted = _example_evidence(rubric, sig)
     z_c = z_ref + rubric.offset_correct + ev_c

@@ -6,12 +6,15 @@ import numpy as np
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, iters: int = 50,
-                 balanced: bool = True) -> tuple[np.ndarray, float]:
-    """Weights and bias of an L2-regularised logistic regression on standardised features."""
+                 balanced: bool = True, sample_weight: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """Weights and bias of an L2-regularised logistic regression on standardised features.
+
+    sample_weight, when given, replaces the balanced class weights.
+    """
     n, d = x.shape
     xb = np.hstack([x, np.ones((n, 1))])
-    sample_w = np.ones(n)
-    if balanced:
+    sample_w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    if balanced and sample_weight is None:
         pos = max(1.0, float(y.sum()))
         neg = max(1.0, float(n - y.sum()))
         sample_w = np.where(y > 0.5, n / (2 * pos), n / (2 * neg))

@@ -42,9 +42,22 @@ def reference_clauses(reference: str, question: str) -> list[Clause]:
         if subject and len(stems) - len(subject) >= 1 and subject[0] in asked:
             clauses.append(Clause(subject, tuple(stems[len(subject) :])))
     subjects = {c.subject for c in clauses}
-    if len(subjects) < 2 or len(subjects) != len(clauses):
+    if len(subjects) < 2 or len(subjects) != len(clauses) or not _parallel(clauses):
         return []
     return clauses
+
+
+def _parallel(clauses: list[Clause]) -> bool:
+    """Role clauses say comparable things about their subjects ('DP splits data; MP splits the
+    model'): every predicate shares a word with another and names no other clause's subject."""
+    heads = {c.subject[0] for c in clauses}
+    for c in clauses:
+        if heads.intersection(c.predicate):
+            return False
+        others = set().union(*(o.predicate for o in clauses if o is not c))
+        if not others.intersection(c.predicate):
+            return False
+    return True
 
 
 def _find_subject(stems: list[str], subjects: list[tuple[str, ...]]) -> tuple[int, int]:

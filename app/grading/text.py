@@ -107,6 +107,7 @@ _SUFFIXES = (
 )
 
 
+@lru_cache(maxsize=16384)
 def fold(text: str) -> str:
     """Lowercase, strip accents and apply the domain phrase folding."""
     text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")

@@ -12,7 +12,8 @@ from app.bank.schemas import QuestionOut
 MAX_ANSWER = 2000
 
 
-def _not_blank(value: str) -> str:
+def not_blank(value: str) -> str:
+    """Refuse text that is empty once spaces are stripped."""
     if not value.strip():
         raise ValueError("must not be empty or only spaces")
     return value
@@ -104,7 +105,7 @@ class AnswerIn(BaseModel):
     answer: str = Field(min_length=1, max_length=MAX_ANSWER, description=f"at most {MAX_ANSWER} characters")
     choice: str | None = Field(default=None, max_length=8, description="an option key such as 'B'")
 
-    _blank = field_validator("answer")(_not_blank)
+    _blank = field_validator("answer")(not_blank)
 
 
 class AnswerOut(BaseModel):

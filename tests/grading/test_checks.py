@@ -114,3 +114,33 @@ def test_injection_is_stripped() -> None:
     assert found and text.startswith("DP replicates the model")
     assert "marks" not in text
     assert strip_injection("DP replicates the model") == ("DP replicates the model", False)
+
+
+def test_negation_scope_is_not_a_denial() -> None:
+    bubble_ref = "1F1B interleaves forward and backward micro-batches across stages to reduce idle bubble time"
+    keys = [set(content_stems(bubble_ref)) - set(content_stems("How does 1F1B reduce the bubble?"))]
+    # The reference calls idle time unwanted, so denying it agrees with the reference.
+    assert not negation_mismatch("stages alternate so GPUs aren't sitting idle", [bubble_ref], keys)
+    idle_ref = "Idle time at pipeline stages during forward and backward pass transitions"
+    idle_keys = [set(content_stems(idle_ref))]
+    # Denying a universal ("not every stage") or a hypothetical ("if ... never") denies nothing.
+    assert not negation_mismatch("GPU time wasted while not every stage has a micro-batch",
+                                 [idle_ref], idle_keys)
+    assert negation_mismatch("it's not idle time, every GPU in the pipeline is fully busy",
+                             [idle_ref], idle_keys)
+    barrier = "barrier() forces all ranks to wait until every rank reaches it"
+    assert not negation_mismatch("every rank waits for the others; if some ranks never reach it the job hangs",
+                                 [barrier], [set(content_stems(barrier))])
+
+
+def test_role_clauses_need_parallel_predicates() -> None:
+    mfu_q = "What is MFU (Model FLOP Utilization) and how is it measured?"
+    mfu = "MFU = observed_throughput x model_FLOPs / GPU_peak_TFLOPS; measured as actual vs theoretical compute"
+    assert reference_clauses(mfu, mfu_q) == []
+    assert len(reference_clauses(DP_REF, DP_Q)) == 2
+
+
+def test_restating_needs_only_question_words() -> None:
+    question = "What is 'expert parallelism' in the context of Mixture-of-Experts (MoE) models?"
+    assert restates_question("expert parallelism for MoE models", question, coverage=0.0)
+    assert not restates_question("splitting the MoE model over the GPUs", question, coverage=0.1)

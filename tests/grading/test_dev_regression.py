@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from app.grading import GradingItem, grade, prepare
-from app.grading.evaluation import SEEDS_DIR, evaluate, summary
+from app.grading.evaluation import DATA_DIR, evaluate, summary
 
 BASELINE = Path(__file__).resolve().parents[2] / "app" / "grading" / "dev_baseline.json"
-DEV = SEEDS_DIR.parent / "eval" / "dev.jsonl"
+DEV = DATA_DIR / "eval" / "dev.jsonl"
 TOLERANCE = 0.03
 
 
@@ -23,9 +23,9 @@ def test_dev_figures_do_not_fall(real_encoder) -> None:  # type: ignore[no-untyp
     now = summary(report)
     for key in ("macro_f1_3", "macro_f1_2"):
         assert now[key] >= recorded[key] - TOLERANCE, (key, now[key], recorded[key])
-    # The grader must stay clearly ahead of plain cosine with after-the-fact thresholds.
-    assert now["macro_f1_3"] > now["baseline_macro_f1_3"] + 0.05
-    assert now["macro_f1_2"] > now["baseline_macro_f1_2"] + 0.05
+    # The acceptance margin: at least 0.2 above plain cosine with after-the-fact thresholds.
+    assert now["macro_f1_3"] >= now["baseline_macro_f1_3"] + 0.2
+    assert now["macro_f1_2"] >= now["baseline_macro_f1_2"] + 0.2
 
 
 @pytest.mark.slow
