@@ -17,6 +17,7 @@ from app.config import Settings, get_settings
 from app.db import transaction
 from app.keys.cli import keys_app
 from app.runtime import Runtime
+from app.slack.cli import slack_app
 from worker.cli import worker_command
 
 app = typer.Typer(help="GPU Tutor: a tutor for multi-GPU computing and distributed training.", no_args_is_help=True)
@@ -31,6 +32,7 @@ app.command("grade")(grade)
 app.command("eval")(evaluate)
 app.add_typer(keys_app, name="keys")
 app.command("worker")(worker_command)
+app.add_typer(slack_app, name="slack")
 err = Console(stderr=True)
 out = Console()
 

@@ -26,6 +26,9 @@ def make_engine(url: str) -> Engine:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA journal_mode=WAL")
+            # WAL + NORMAL: a crash of the process loses nothing committed; only a power cut may
+            # lose the last transactions. Saves an fsync on every commit of the request path.
+            cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
 
         return engine

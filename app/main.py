@@ -21,6 +21,7 @@ from app.grade_api import endpoints as grade_endpoints
 from app.limits_mw import BodyLimit
 from app.quiz import endpoints as quiz_endpoints
 from app.runtime import EncoderFactory, Runtime, default_encoder
+from app.slack.routes import mount as mount_slack
 from app.web import endpoints as web_endpoints
 
 
@@ -70,4 +71,5 @@ def create_app(
     app.include_router(demos_endpoints.router)
     app.include_router(chat_endpoints.router)
     app.include_router(web_endpoints.router)
+    mount_slack(app, settings)  # POST /slack/events (Bolt), and /slack/install + /slack/oauth_redirect with OAuth
     return app

@@ -88,6 +88,14 @@ def caught(rubric: Rubric, text: str, sig: Signals, skip_wrong: int = -1) -> boo
     return any(f in _BLOCKING for f in _flags(rubric, text, sig, len(content_stems(text))))
 
 
+UNSUPPORTED_SIM = 0.25  # below this, with no accepted-answer word either, the answer is about something else
+
+
+def _unsupported(sig: Signals) -> bool:
+    """Partial credit needs some support: a word of an accepted answer, or real closeness to one."""
+    return max(sig.ref.coverages, default=0.0) == 0.0 and max(sig.ref.sims, default=0.0) < UNSUPPORTED_SIM
+
+
 def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
           model: GeneralModel) -> dict[str, Any]:
     """The fields of a GradeResult for an answer whose vectors are known."""
@@ -112,6 +120,9 @@ def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
         verdict = "correct" if z_c >= 0 else "partial" if z_p >= 0 else "incorrect"
         if verdict == "correct" and subjects_missing(text, rubric.clauses):
             verdict = "partial"  # only one side of a two-sided answer
+        if verdict == "partial" and _unsupported(sig):
+            verdict = "incorrect"
+            flags.append("off_topic")
     score = 0.5 * (p_c + p_p)
     confidence = {"correct": p_c, "partial": min(p_p, 1 - p_c),
                   "incorrect": 1 - p_p}[verdict]

@@ -11,7 +11,7 @@ import numpy as np
 from app.grading.align import WeightedStems
 from app.grading.roles import Clause
 
-GRADER_VERSION = "grader-1.1"
+GRADER_VERSION = "grader-1.2"
 
 
 @dataclass

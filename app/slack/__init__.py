@@ -1,0 +1,1 @@
+"""The Slack bot: quizzes, graded thread answers, grounded answers, a daily question and its leaderboard."""
