@@ -88,12 +88,14 @@ def caught(rubric: Rubric, text: str, sig: Signals, skip_wrong: int = -1) -> boo
     return any(f in _BLOCKING for f in _flags(rubric, text, sig, len(content_stems(text))))
 
 
-UNSUPPORTED_SIM = 0.25  # below this, with no accepted-answer word either, the answer is about something else
+UNSUPPORTED_SIM = 0.25  # below this, and with at most one weak word of an accepted answer,
+UNSUPPORTED_COVERAGE = 0.1  # the answer is about something else: no partial credit
 
 
 def _unsupported(sig: Signals) -> bool:
     """Partial credit needs some support: a word of an accepted answer, or real closeness to one."""
-    return max(sig.ref.coverages, default=0.0) == 0.0 and max(sig.ref.sims, default=0.0) < UNSUPPORTED_SIM
+    weak_words = max(sig.ref.coverages, default=0.0) <= UNSUPPORTED_COVERAGE
+    return weak_words and max(sig.ref.sims, default=0.0) < UNSUPPORTED_SIM
 
 
 def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
