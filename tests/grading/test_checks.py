@@ -162,7 +162,8 @@ def test_an_answer_about_something_else_gets_no_partial_credit() -> None:
         GradingItem(
             "What is ZeRO and which problem does it address?",
             [
-                "A memory optimization that partitions optimizer states, gradients and parameters across data-parallel ranks"
+                "A memory optimization that partitions optimizer states, gradients and parameters "
+                "across data-parallel ranks"
             ],
         ),
         encoder,
