@@ -19,7 +19,11 @@ def make_engine(url: str) -> Engine:
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        # As many connections as the server's worker threads (anyio's default is 40), so a request
+        # never waits on the pool while another holds SQLite's write lock.
+        engine = create_engine(
+            url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=40, max_overflow=0
+        )
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -52,6 +56,17 @@ def transaction(factory: sessionmaker[Session]) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def end_reads(session: Session) -> None:
+    """End the request's read-only part before it writes.
+
+    On SQLite (WAL) a transaction that read and then writes after another connection committed
+    fails at once with "database is locked" (its snapshot is stale; the busy timeout does not
+    apply). Writing in a fresh transaction makes writers queue for the lock instead.
+    """
+    if not session.new and not session.dirty and not session.deleted:
+        session.commit()
 
 
 def _alembic_config(url: str) -> Any:

@@ -12,6 +12,7 @@ from app.bank.repository import get_question
 from app.errors import NotFoundError
 from app.grade_api.schemas import GradeIn, RubricIn
 from app.grading import GradeResult, GradingItem, Rubric, grade, grade_many, prepare_many
+from app.db import end_reads
 from app.ids import new_id
 from app.models import ApiKey, Attempt, StoredRubric
 from ingest.embedder import Encoder
@@ -112,6 +113,7 @@ def grade_items(
     batch = grade_many([targets[i].rubric for i in free], [items[i].answer for i in free], encoder)  # type: ignore[union-attr]
     results.update(zip(free, batch, strict=True))
     out: list[dict[str, Any]] = []
+    attempts: list[Attempt] = []
     for i, target in enumerate(targets):
         if isinstance(target, NotFoundError):
             out.append({"error": {"code": target.code, "message": target.message, "details": target.details}})
@@ -135,7 +137,9 @@ def grade_items(
             grader_version=result.grader_version,
             model_id=encoder.model_id,
         )
-        session.add(attempt)
+        attempts.append(attempt)
         out.append({**view, "attempt_id": attempt.id})
+    end_reads(session)
+    session.add_all(attempts)
     session.flush()
     return out

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from app.answers.rubrics import RubricBook
 from app.answers.service import grade_bank_answer
 from app.bank.views import learner_view
+from app.db import end_reads
 from app.errors import ConflictError, NotFoundError
 from app.ids import new_id
 from app.learners.service import get_learner
@@ -140,6 +141,7 @@ def submit_answer(
         )
     encoder, index, book = grading
     question, result, body = grade_bank_answer(session, book, encoder, index, question_id, answer, choice)
+    end_reads(session)
     now = datetime.now(UTC)
     attempt = Attempt(
         id=new_id("a"),
