@@ -9,10 +9,10 @@ from sqlalchemy.orm import Session
 from app.answers.rubrics import RubricBook
 from app.answers.service import payload
 from app.bank.repository import get_question
+from app.db import end_reads
 from app.errors import NotFoundError
 from app.grade_api.schemas import GradeIn, RubricIn
 from app.grading import GradeResult, GradingItem, Rubric, grade, grade_many, prepare_many
-from app.db import end_reads
 from app.ids import new_id
 from app.models import ApiKey, Attempt, StoredRubric
 from ingest.embedder import Encoder
