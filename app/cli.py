@@ -61,7 +61,10 @@ def ingest(
 
     def encoder() -> Any:
         if not encoder_holder:
-            encoder_holder.append(runtime.encoder_factory(settings))
+            # Ingestion embeds with the reference PyTorch model; the int8 export is for serving.
+            from ingest.embedder import SentenceTransformerEncoder
+
+            encoder_holder.append(SentenceTransformerEncoder(settings.model))
         return encoder_holder[0]
 
     config = IngestConfig(
