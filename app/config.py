@@ -28,7 +28,8 @@ class Settings(BaseSettings):
     near_duplicate_threshold: float = 0.8
     encoder_backend: Literal["auto", "onnx", "torch"] = "auto"
     export_onnx: bool = True
-    batch_wait_ms: float = 3.0
+    # 0: a lone request is encoded at once; under load, requests that queue while a batch runs form the next.
+    batch_wait_ms: float = 0.0
     batch_max: int = 64
     batch_queue: int = 256
     redis_url: str | None = None

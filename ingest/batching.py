@@ -50,16 +50,20 @@ class BatchingEncoder:
         return job.future.result()
 
     def _collect(self, first: _Job) -> list[_Job]:
+        """The first job plus whatever is already queued, then more for up to max_wait."""
         jobs, size = [first], len(first.texts)
         deadline = time.monotonic() + self.max_wait
         while size < self.max_batch:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
             try:
-                job = self._queue.get(timeout=remaining)
+                job = self._queue.get_nowait()  # requests that queued while the last batch ran
             except Empty:
-                break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    job = self._queue.get(timeout=remaining)
+                except Empty:
+                    break
             if job is None:
                 self._queue.put(None)
                 break
