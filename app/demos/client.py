@@ -8,25 +8,12 @@ from typing import Any
 import httpx
 
 from app.config import Settings
-from app.errors import NotFoundError, TutorError, UnavailableError
+from app.errors import NotFoundError, UnavailableError
+from worker.errors import InvalidParamsError, QueueFullError  # the worker's own errors, relayed as they are
 
 RETRY_AFTER_S = 5
 # the worker sends a keep-alive comment every 5 s; a stream silent for longer is dead
 STREAM_READ_TIMEOUT_S = 15.0
-
-
-class DemoParamsError(TutorError):
-    """Demo parameters the worker refused (out of bounds or unknown)."""
-
-    status = 422
-    code = "invalid_request"
-
-
-class DemoQueueFullError(TutorError):
-    """The worker's run queue is full."""
-
-    status = 429
-    code = "queue_full"
 
 
 class RunLost(Exception):
@@ -48,10 +35,10 @@ def raise_for(response: httpx.Response) -> None:
     message, details = _error_parts(response)
     code = response.status_code
     if code == 422:
-        raise DemoParamsError(message or "invalid demo parameters", details=details)
+        raise InvalidParamsError(message or "invalid demo parameters", details=details)
     if code == 429:
         retry = int(response.headers.get("Retry-After", RETRY_AFTER_S))
-        raise DemoQueueFullError(message or "the demo queue is full", retry_after=retry)
+        raise QueueFullError(message or "the demo queue is full", retry_after=retry)
     if code == 404:
         raise NotFoundError(message or "no such demo run")
     if code == 410:
