@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -62,3 +63,13 @@ class Taxonomy:
     def unknown(self, topic_ids: list[str]) -> list[str]:
         """The ids that are not in the taxonomy."""
         return [t for t in topic_ids if t not in self.by_id]
+
+
+@lru_cache(maxsize=8)
+def _cached(path: Path, mtime: float) -> Taxonomy:
+    return Taxonomy.load(path)
+
+
+def load_taxonomy(path: Path) -> Taxonomy:
+    """The taxonomy, read once and again only when the file changes (for request paths)."""
+    return _cached(path, path.stat().st_mtime)

@@ -12,7 +12,7 @@ from app.bank.views import author_view, learner_view
 from app.deps import RuntimeDep, SessionDep
 from app.errors import ForbiddenError
 from app.keys.deps import OptionalApiKeyDep
-from ingest.taxonomy import Taxonomy
+from ingest.taxonomy import load_taxonomy
 
 router = APIRouter(prefix="/v1", tags=["bank"])
 
@@ -53,7 +53,7 @@ def get_question(
 def list_topics(session: SessionDep, runtime: RuntimeDep) -> list[TopicOut]:
     """The taxonomy's topics with question counts."""
     counts = repository.topic_counts(session)
-    taxonomy = Taxonomy.load(runtime.settings.taxonomy_path)
+    taxonomy = load_taxonomy(runtime.settings.taxonomy_path)
     known = [TopicOut(id=t.id, name=t.name, count=counts.get(t.id, 0)) for t in taxonomy.topics]
     extra = [TopicOut(id=t, name=t, count=n) for t, n in sorted(counts.items()) if t not in taxonomy.by_id]
     return known + extra
