@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, pool_size: int = 40) -> Engine:
     """Create an engine; SQLite gets a busy timeout, foreign keys and WAL for concurrent readers."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
@@ -22,7 +22,7 @@ def make_engine(url: str) -> Engine:
         # As many connections as the server's worker threads (anyio's default is 40), so a request
         # never waits on the pool while another holds SQLite's write lock.
         engine = create_engine(
-            url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=40, max_overflow=0
+            url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=pool_size, max_overflow=0
         )
 
         @event.listens_for(engine, "connect")
@@ -36,7 +36,7 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, pool_size=min(pool_size, 5), max_overflow=max(pool_size - 5, 0))
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -12,8 +12,8 @@ from app.db import transaction
 from app.runtime import Runtime
 
 
-def get_runtime(request: Request) -> Runtime:
-    """The process runtime built in the app's lifespan."""
+async def get_runtime(request: Request) -> Runtime:
+    """The process runtime built in the app's lifespan (async: no worker thread for a lookup)."""
     runtime: Runtime = request.app.state.runtime
     return runtime
 

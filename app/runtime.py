@@ -15,6 +15,7 @@ from app.config import Settings
 from app.db import make_engine, make_sessionmaker, schema_is_current, transaction, upgrade
 from app.errors import UnavailableError
 from app.models import BankState
+from app.writes import GroupWriter
 from ingest.embedder import Encoder, SentenceTransformerEncoder
 from ingest.index import LoadedIndex, load_index
 from ingest.pipeline import INDEX_VERSION_KEY
@@ -64,7 +65,14 @@ class Runtime:
     index: LoadedIndex | None = None
     rubrics: RubricBook | None = None
     problem: str | None = "starting"
+    writer: GroupWriter = field(init=False)
+    _write_engine: Engine = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        # Its own connection: request threads hold pool connections while they wait for it.
+        self._write_engine = make_engine(self.settings.db_url, pool_size=1)
+        self.writer = GroupWriter(make_sessionmaker(self._write_engine))
 
     @classmethod
     def create(cls, settings: Settings, encoder_factory: EncoderFactory = default_encoder) -> Runtime:
@@ -131,5 +139,7 @@ class Runtime:
         return encoder, index, self.rubrics
 
     def close(self) -> None:
-        """Release connections."""
+        """Finish queued writes and release connections."""
+        self.writer.close()
+        self._write_engine.dispose()
         self.engine.dispose()

@@ -34,14 +34,27 @@ class BatchingEncoder:
         self.max_wait = max_wait_ms / 1000
         self.max_batch = max_batch
         self._queue: Queue[_Job | None] = Queue(maxsize=max_queue)
+        self._busy = threading.Lock()  # held while the inner encoder runs
         self.batches: list[int] = []  # sizes of recent batches, for benchmarks and tests
         self._thread = threading.Thread(target=self._run, name="encoder-batcher", daemon=True)
         self._thread.start()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Queue the texts and wait for their vectors; raises OverloadedError when the queue is full."""
+        """The texts' vectors: at once when the encoder is idle, else in the next batch.
+
+        A caller that finds nothing queued and nothing running encodes on its own thread (no
+        hand-over to the batching thread and back); callers that arrive while an encode runs
+        queue up and go in one batch. Raises OverloadedError when the queue is full.
+        """
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self._queue.empty() and self._busy.acquire(blocking=False):
+            try:
+                vectors = self.inner.encode(list(texts))
+            finally:
+                self._busy.release()
+            self.batches = [*self.batches[-999:], len(texts)]
+            return vectors
         job = _Job(list(texts))
         try:
             self._queue.put_nowait(job)
@@ -76,14 +89,15 @@ class BatchingEncoder:
             first = self._queue.get()
             if first is None:
                 return
-            jobs = self._collect(first)
-            texts = [t for job in jobs for t in job.texts]
-            try:
-                vectors = self.inner.encode(texts)
-            except Exception as exc:  # every waiting caller gets the error, the worker keeps going
-                for job in jobs:
-                    job.future.set_exception(exc)
-                continue
+            with self._busy:  # after a caller's own encode: the batch gathers who queued meanwhile
+                jobs = self._collect(first)
+                texts = [t for job in jobs for t in job.texts]
+                try:
+                    vectors = self.inner.encode(texts)
+                except Exception as exc:  # every waiting caller gets the error, the worker keeps going
+                    for job in jobs:
+                        job.future.set_exception(exc)
+                    continue
             self.batches = [*self.batches[-999:], len(texts)]
             start = 0
             for job in jobs:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -68,3 +70,43 @@ def related_questions(
         for qid in ids[:k]
         if qid in rows
     ]
+
+
+class MaterialCache:
+    """A question's grounded explanation and related questions, per bank version.
+
+    Both depend only on the question and the live index, so they are found once per (index
+    version, question) instead of on every graded answer (two index searches and three queries).
+    A new bank version has new keys; the least recently used entries go when the cache is full.
+    """
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def material(self, session: Session, index: LoadedIndex, question: Question, vector: np.ndarray) -> dict[str, Any]:
+        """{"explanation": ..., "related_questions": ...} (shared between calls: do not modify)."""
+        key = (index.version, question.id)
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found
+        built = {
+            "explanation": explanation_for(session, index, question, vector),
+            "related_questions": related_questions(session, index, question, vector),
+        }
+        with self._lock:
+            self._items[key] = built
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return built
+
+    def clear(self) -> None:
+        """Forget everything (tests; a new bank version does not need it)."""
+        with self._lock:
+            self._items.clear()
+
+
+MATERIAL = MaterialCache()

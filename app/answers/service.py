@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.answers.grounding import explanation_for, related_questions
+from app.answers.grounding import MATERIAL
 from app.answers.rubrics import RubricBook
 from app.bank.repository import get_question
 from app.bank.views import source_of
@@ -28,7 +28,7 @@ def payload(
     session: Session, index: LoadedIndex, question: Question, rubric: Rubric, result: GradeResult, model_id: str
 ) -> dict[str, Any]:
     """The full grading result: verdict, evidence, grounded explanation, caveats, related material."""
-    vector = rubric.question_vec
+    material = MATERIAL.material(session, index, question, rubric.question_vec)
     return {
         "question_id": question.id,
         "verdict": result.verdict,
@@ -42,10 +42,10 @@ def payload(
         "missing_ideas": result.missing_ideas,
         "flags": result.flags,
         "accepted_answer": question.accepted_answers[0],
-        "explanation": explanation_for(session, index, question, vector),
+        "explanation": material["explanation"],
         "caveats": list(question.notes),
         "citation": source_of(question),
-        "related_questions": related_questions(session, index, question, vector),
+        "related_questions": material["related_questions"],
         "related_demos": demos_for(question.topics),
         "grader_version": result.grader_version,
         "model": model_id,

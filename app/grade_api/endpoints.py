@@ -5,28 +5,44 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, status
+from sqlalchemy import insert
+from sqlalchemy.orm import Session
 
 from app.deps import RuntimeDep, SessionDep
 from app.grade_api.schemas import BatchIn, GradeIn, RubricIn
 from app.grade_api.service import grade_items, load_rubric, register_rubric
 from app.keys.deps import ApiKeyDep, count_usage
+from app.keys.service import record_usage
+from app.models import ApiKey, Attempt
+from app.runtime import Runtime
 
 router = APIRouter(prefix="/v1", tags=["grading API"])
+
+
+def _store(runtime: Runtime, key: ApiKey, endpoint: str, items: int, attempts: list[dict[str, Any]]) -> None:
+    """Store the attempts and count the call, committed (with other requests') before the answer."""
+
+    def write(session: Session) -> None:
+        if attempts:
+            session.execute(insert(Attempt), attempts)
+        record_usage(session, key.id, endpoint, items)
+
+    runtime.writer.write(write)
 
 
 @router.post("/grade")
 def grade_one(body: GradeIn, session: SessionDep, runtime: RuntimeDep, key: ApiKeyDep) -> dict[str, Any]:
     """Grade one answer: a bank question (question_id), a registered rubric (rubric_id) or an inline question."""
-    (result,) = grade_items(session, runtime.grading(), key, [body], strict=True)
-    count_usage(session, key, "grade", 1)
+    (result,), attempts = grade_items(session, runtime.grading(), key, [body], strict=True)
+    _store(runtime, key, "grade", 1, attempts)
     return result
 
 
 @router.post("/grade/batch")
 def grade_batch(body: BatchIn, session: SessionDep, runtime: RuntimeDep, key: ApiKeyDep) -> dict[str, Any]:
     """Grade up to 100 answers in one call; an item that fails carries its own error."""
-    results = grade_items(session, runtime.grading(), key, body.items)
-    count_usage(session, key, "grade/batch", len(body.items))
+    results, attempts = grade_items(session, runtime.grading(), key, body.items)
+    _store(runtime, key, "grade/batch", len(body.items), attempts)
     return {"results": results}
 
 

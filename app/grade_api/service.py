@@ -9,12 +9,11 @@ from sqlalchemy.orm import Session
 from app.answers.rubrics import RubricBook
 from app.answers.service import payload
 from app.bank.repository import get_question
-from app.db import end_reads
 from app.errors import NotFoundError
 from app.grade_api.schemas import GradeIn, RubricIn
 from app.grading import GradeResult, GradingItem, Rubric, grade, grade_many, prepare_many
 from app.ids import new_id
-from app.models import ApiKey, Attempt, StoredRubric
+from app.models import ApiKey, StoredRubric
 from ingest.embedder import Encoder
 from ingest.index import LoadedIndex
 
@@ -104,8 +103,11 @@ def grade_items(
     items: list[GradeIn],
     *,
     strict: bool = False,
-) -> list[dict[str, Any]]:
-    """Grade items with one batched encoder call for the answers; per-item errors stay per item unless strict."""
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Grade items with one batched encoder call for the answers; per-item errors stay per item unless strict.
+
+    Returns the results and the attempt rows to store (the caller writes them with its usage count).
+    """
     encoder, index, book = grading
     targets = _targets(session, book, key, items, strict)
     free = [i for i, t in enumerate(targets) if isinstance(t, _Target) and items[i].choice is None]
@@ -113,7 +115,7 @@ def grade_items(
     batch = grade_many([targets[i].rubric for i in free], [items[i].answer for i in free], encoder)  # type: ignore[union-attr]
     results.update(zip(free, batch, strict=True))
     out: list[dict[str, Any]] = []
-    attempts: list[Attempt] = []
+    attempts: list[dict[str, Any]] = []
     for i, target in enumerate(targets):
         if isinstance(target, NotFoundError):
             out.append({"error": {"code": target.code, "message": target.message, "details": target.details}})
@@ -123,23 +125,20 @@ def grade_items(
             view = payload(session, index, target.question, target.rubric, result, encoder.model_id)
         else:
             view = generic_view(result, encoder.model_id)
-        attempt = Attempt(
-            id=new_id("a"),
-            question_id=target.question.id if target.question is not None else None,
-            rubric_id=target.rubric_id,
-            api_key_id=key.id,
-            answer=items[i].answer,
-            choice=items[i].choice,
-            verdict=result.verdict,
-            score=result.score,
-            confidence=result.confidence,
-            result=view,
-            grader_version=result.grader_version,
-            model_id=encoder.model_id,
-        )
+        attempt = {
+            "id": new_id("a"),
+            "question_id": target.question.id if target.question is not None else None,
+            "rubric_id": target.rubric_id,
+            "api_key_id": key.id,
+            "answer": items[i].answer,
+            "choice": items[i].choice,
+            "verdict": result.verdict,
+            "score": result.score,
+            "confidence": result.confidence,
+            "result": view,
+            "grader_version": result.grader_version,
+            "model_id": encoder.model_id,
+        }
         attempts.append(attempt)
-        out.append({**view, "attempt_id": attempt.id})
-    end_reads(session)
-    session.add_all(attempts)
-    session.flush()
-    return out
+        out.append({**view, "attempt_id": attempt["id"]})
+    return out, attempts

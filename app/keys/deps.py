@@ -23,7 +23,7 @@ api_key_header = APIKeyHeader(name=API_KEY_HEADER, auto_error=False, description
 _limiter_lock = threading.Lock()
 
 
-def get_rate_limiter(request: Request, runtime: RuntimeDep) -> RateLimiter:
+async def get_rate_limiter(request: Request, runtime: RuntimeDep) -> RateLimiter:
     """The app's limiter, built from the runtime's settings on first use (tests may preset it)."""
     state = request.app.state
     limiter: RateLimiter | None = getattr(state, "rate_limiter", None)

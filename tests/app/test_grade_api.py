@@ -173,3 +173,28 @@ def test_author_key_sees_answers(client: TestClient, make_key: Callable[..., tup
     assert client.get(f"/v1/questions/{qid}?include=answers", headers={"X-API-Key": grader}).status_code == 403
     full = client.get(f"/v1/questions/{qid}?include=answers", headers={"X-API-Key": author}).json()
     assert full["accepted_answers"]
+
+
+def test_grounded_material_is_found_once_per_bank_version(
+    client: TestClient, make_key: Callable[..., tuple[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.answers import grounding
+
+    calls: list[str] = []
+    real = grounding.related_questions
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append("related")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(grounding, "related_questions", counting)
+    grounding.MATERIAL.clear()
+    _, secret = make_key()
+    qid = client.get("/v1/questions", params={"q": "reduce-scatter"}).json()["items"][0]["id"]
+    first, second = (
+        client.post("/v1/grade", json={"question_id": qid, "answer": answer}, headers={"X-API-Key": secret}).json()
+        for answer in ("no clue", "it scatters reduced chunks")
+    )
+    assert calls == ["related"]
+    assert first["related_questions"] == second["related_questions"] and first["related_questions"]
+    assert first["explanation"] == second["explanation"]

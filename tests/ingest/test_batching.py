@@ -81,3 +81,17 @@ def test_encoder_errors_reach_every_waiting_caller() -> None:
     with pytest.raises(ValueError, match="exploded"):
         batcher.encode(["x"])
     batcher.close()
+
+
+def test_a_lone_caller_encodes_on_its_own_thread() -> None:
+    seen: list[str] = []
+
+    class Recording(FakeEncoder):
+        def encode(self, texts: Sequence[str]) -> np.ndarray:
+            seen.append(threading.current_thread().name)
+            return super().encode(texts)
+
+    batcher = BatchingEncoder(Recording(), max_wait_ms=0)
+    batcher.encode(["alone"])
+    batcher.close()
+    assert seen == [threading.current_thread().name]  # no hand-over to the batching thread
