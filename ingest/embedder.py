@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from collections.abc import Sequence
@@ -53,15 +54,46 @@ def resolve_model_path(name_or_path: str) -> Path:
     )
 
 
+MODEL_FILE_SUFFIXES = {".json", ".safetensors", ".bin", ".txt", ".onnx"}
+
+
+def _fingerprint_memo() -> Path:
+    """Where computed fingerprints are remembered (by file sizes and times), so start-up skips the hash."""
+    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(root) / "gpu-tutor" / "model-fingerprints.json"
+
+
 @lru_cache(maxsize=8)
 def model_fingerprint(path: Path) -> str:
-    """A short hash of a model directory's weights and configuration files."""
+    """A short hash of a model directory's weights and configuration files.
+
+    Hashing the weights takes about 0.2 s, so the result is remembered on disk together with
+    every file's size and modification time; a changed file is hashed again.
+    """
+    files = sorted(f for f in path.rglob("*") if f.is_file() and f.suffix in MODEL_FILE_SUFFIXES)
+    stamp = [[str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    memo_file = _fingerprint_memo()
+    try:
+        memo = json.loads(memo_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        memo = {}
+    known = memo.get(str(path))
+    if isinstance(known, dict) and known.get("files") == stamp and isinstance(known.get("fingerprint"), str):
+        return str(known["fingerprint"])
     digest = hashlib.sha256()
-    for file in sorted(path.rglob("*")):
-        if file.is_file() and file.suffix in {".json", ".safetensors", ".bin", ".txt", ".onnx"}:
-            digest.update(str(file.relative_to(path)).encode())
-            digest.update(hashlib.sha256(file.read_bytes()).digest())
-    return digest.hexdigest()[:12]
+    for file in files:
+        digest.update(str(file.relative_to(path)).encode())
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+    fingerprint = digest.hexdigest()[:12]
+    memo[str(path)] = {"files": stamp, "fingerprint": fingerprint}
+    try:
+        memo_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo_file.with_name(f".{memo_file.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(memo), encoding="utf-8")
+        os.replace(tmp, memo_file)
+    except OSError:  # a read-only home only costs the hash next time
+        pass
+    return fingerprint
 
 
 def normalise(vectors: np.ndarray) -> np.ndarray:

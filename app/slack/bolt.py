@@ -51,12 +51,6 @@ class TrackedExecutor(ThreadPoolExecutor):
             return self._idle.wait_for(lambda: not self._pending, timeout)
 
 
-def slack_enabled(settings: Settings) -> bool:
-    """Slack needs a signing secret and either a bot token or OAuth client credentials."""
-    oauth = bool(settings.slack_client_id and settings.slack_client_secret)
-    return bool(settings.slack_signing_secret and (settings.slack_bot_token or oauth))
-
-
 def _credentials(settings: Settings, runtime: RuntimeGetter) -> dict[str, Any]:
     """Bolt's authorisation arguments: OAuth with the database stores, else the single bot token."""
     if settings.slack_client_id and settings.slack_client_secret:

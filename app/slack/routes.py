@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from slack_bolt.adapter.fastapi import SlackRequestHandler
-from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
-from slack_sdk.signature import SignatureVerifier
 
 from app.config import Settings
 from app.errors import error_body
 from app.runtime import Runtime
-from app.slack.bolt import TrackedExecutor, build_bolt, slack_enabled
+from app.slack import slack_enabled
+
+if TYPE_CHECKING:
+    from slack_bolt.adapter.fastapi import SlackRequestHandler
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,13 @@ def mount(app: FastAPI, settings: Settings) -> None:
 
         app.include_router(router)
         return
+
+    # Bolt and the Slack SDK load only when Slack is configured (they cost start-up time otherwise).
+    from slack_bolt.adapter.fastapi import SlackRequestHandler
+    from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+    from slack_sdk.signature import SignatureVerifier
+
+    from app.slack.bolt import TrackedExecutor, build_bolt
 
     def runtime() -> Runtime:
         found: Runtime = app.state.runtime
@@ -78,6 +86,8 @@ def mount(app: FastAPI, settings: Settings) -> None:
 
 def _callback(handler: SlackRequestHandler, request: Request, body: bytes) -> Response:
     """Finish an install (exchanges the code with Slack, so run in a thread)."""
+    from slack_bolt.adapter.starlette.handler import to_bolt_request, to_starlette_response
+
     flow = handler.app.oauth_flow
     assert flow is not None
     return to_starlette_response(flow.handle_callback(to_bolt_request(request, body)))
