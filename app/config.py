@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ingest.embedder import DEFAULT_MODEL
@@ -32,6 +32,11 @@ class Settings(BaseSettings):
     batch_wait_ms: float = 0.0
     batch_max: int = 64
     batch_queue: int = 256
+    # Admission control (app/admission.py): requests inside the app at once, no more than the
+    # database pool's 40 connections and the 40 worker threads; others queue, then get 503.
+    max_concurrent_requests: int = Field(default=32, ge=1, le=40)
+    max_queued_requests: int = 1024
+    queue_wait_s: float = 30.0
     redis_url: str | None = None
     default_rate_limit: str = "120/minute"
     max_answer_chars: int = 2000

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from app import health
+from app.admission import ConcurrencyLimit
 from app.ask import endpoints as ask_endpoints
 from app.bank import endpoints as bank_endpoints
 from app.chat import endpoints as chat_endpoints
@@ -54,6 +55,12 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(
+        ConcurrencyLimit,
+        limit=settings.max_concurrent_requests,
+        queue=settings.max_queued_requests,
+        wait_s=settings.queue_wait_s,
+    )
     app.add_middleware(BodyLimit, default=settings.max_body_bytes, bulk=settings.max_bulk_body_bytes)
     # Only the configured origins may call the API from a browser; the token travels in a header, not a cookie.
     app.add_middleware(

@@ -67,14 +67,24 @@ class GroupWriter:
             finally:
                 self._busy.release()
             return
+        done = self.submit(write)
+        try:
+            done.result(timeout=self.timeout_s)
+        except FutureTimeout as exc:
+            raise UnavailableError("the database did not answer in time; retry in a moment", retry_after=5) from exc
+
+    def submit(self, write: Write) -> Future[None]:
+        """Queue a write for the writer thread; the future completes at its commit (for async callers).
+
+        Raises UnavailableError when the queue is full.
+        """
+        self._ensure_started()
+        job = _Job(write)
         try:
             self._queue.put_nowait(job)
         except Full as exc:
             raise UnavailableError("the database is busy; retry in a moment", retry_after=1) from exc
-        try:
-            job.done.result(timeout=self.timeout_s)
-        except FutureTimeout as exc:
-            raise UnavailableError("the database did not answer in time; retry in a moment", retry_after=5) from exc
+        return job.done
 
     def _ensure_started(self) -> None:
         if not self._started:

@@ -14,25 +14,35 @@ def main() -> None:
     """Run the benchmarks and print the figures and ratios."""
     print(f"# GPU Tutor benchmarks: {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
     enc = encoder_figures()
-    print("\n## Encoder (one ~20-token answer; batches of 32)")
+    print("\n## Encoder: one ~20-token answer (p50/p99), batches of 32 of it, and the dev-set answers by batch size")
     for name, f in enc.items():
-        print(f"{name:11s} p50 {f['p50_ms']:7.2f} ms  p99 {f['p99_ms']:7.2f} ms  batched {f['batch32_per_s']:6.0f}/s")
+        sizes = [(k[len("mix_batch") : -len("_per_s")], v) for k, v in f.items() if k.startswith("mix_batch")]
+        mix = "  ".join(f"{size}:{rate:.0f}" for size, rate in sizes)
+        print(f"{name:11s} p50 {f['p50_ms']:6.2f} ms  p99 {f['p99_ms']:6.2f} ms  batch32 {f['batch32_per_s']:5.0f}/s  "
+              f"dev mix per batch size {mix} (answers/s)")
     api = api_figures()
-    print(f"\n## API (backend {api['backend']})")
-    print(f"ready after start: {api['ready_s']:.2f} s (target <= 2 s); resident memory {api['rss_mb']:.0f} MB (<= 300)")
-    print(f"POST /v1/grade p50 {api['grade_p50_ms']:.2f} ms, p99 {api['grade_p99_ms']:.2f} ms")
-    onnx_p50 = enc["onnx-int8"]["p50_ms"]
-    print(f"  ratio to raw int8 encode p50: {api['grade_p50_ms'] / onnx_p50:.2f} (target <= 1.5, and <= 10 ms)")
-    print("clients  batched/s (503s, errors)  unbatched/s (503s, errors)")
+    print(f"\n## API (backend {api['backend']}; load from {api['load_tool']})")
+    print(f"ready after start: {api['ready_s']:.2f} s, median of {api['ready_all_s']} (target <= 2 s); "
+          f"resident memory after the load {api['rss_mb']:.0f} MB (<= 300)")
+    onnx, torch = enc["onnx-int8"], enc["torch-fp32"]
+    print(f"POST /v1/grade, one client, the encoder's answer: p50 {api['grade_p50_ms']:.2f} ms, "
+          f"p99 {api['grade_p99_ms']:.2f} ms")
+    print(f"  ratio to the raw int8 encode p50 ({onnx['p50_ms']:.2f} ms): "
+          f"{api['grade_p50_ms'] / onnx['p50_ms']:.2f} (target <= 1.5, and p50 <= 10 ms)")
+    print("clients  batched answers/s (503s, errors)   unbatched answers/s (503s, errors)   [dev-set answers]")
     batched, unbatched = api["batched"], api["unbatched"]
     for c in batched:  # type: ignore[union-attr]
         b, u = batched[c], unbatched[c]  # type: ignore[index]
-        print(f"{c:>7}  {b[0]:8.1f} ({b[1]}, {b[2]})          {u[0]:8.1f} ({u[1]}, {u[2]})")
-    best = enc["onnx-int8"]["batch32_per_s"]
+        print(f"{c:>7}  {b[0]:8.1f} ({b[1]}, {b[2]})                {u[0]:8.1f} ({u[1]}, {u[2]})")
     at32 = batched[32][0]  # type: ignore[index]
-    torch_single = 1000 / enc["torch-fp32"]["p50_ms"]
-    print(f"  32 clients vs int8 best batched rate: {at32 / best:.2f} (target >= 0.8); "
-          f"vs PyTorch per-request {torch_single:.0f}/s: {at32 / torch_single:.1f}x (target >= 6)")
+    best = onnx["mix_best_per_s"]
+    torch_single = torch["mix_batch1_per_s"]
+    print(f"  32 clients / int8 best batched rate on the same answers ({best:.0f}/s): {at32 / best:.2f} "
+          "(target >= 0.8)")
+    print(f"  32 clients / PyTorch one answer per call on the same answers ({torch_single:.0f}/s): "
+          f"{at32 / torch_single:.1f}x (target >= 6)")
+    errors = sum(v[2] for v in batched.values())  # type: ignore[union-attr]
+    print(f"  errors other than 503 + Retry-After, all levels: {errors} (target 0)")
     print(f"\n## Ingestion: {api['ingest_embedded']} texts in {api['ingest_s']:.1f} s = "
           f"{api['ingest_texts_per_s']:.0f} texts/s (first run, PyTorch, including model load)")
     print("\n## Search (384-d synthetic, unseen queries)")

@@ -55,12 +55,22 @@ class BatchingEncoder:
                 self._busy.release()
             self.batches = [*self.batches[-999:], len(texts)]
             return vectors
+        return self.submit(texts).result()
+
+    def submit(self, texts: Sequence[str]) -> Future[np.ndarray]:
+        """Queue the texts for the next batch; the future holds their vectors (for async callers).
+
+        Raises OverloadedError when the queue is full.
+        """
         job = _Job(list(texts))
+        if not job.texts:
+            job.future.set_result(np.zeros((0, self.dim), dtype=np.float32))
+            return job.future
         try:
             self._queue.put_nowait(job)
         except Full as exc:
             raise OverloadedError("the grader is at capacity; retry in a moment") from exc
-        return job.future.result()
+        return job.future
 
     def _collect(self, first: _Job) -> list[_Job]:
         """The first job plus whatever is already queued, then more for up to max_wait."""

@@ -1,0 +1,150 @@
+"""Admission control: a bounded number of requests inside the app, a bounded wait, 503 + Retry-After beyond."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+from starlette.types import Receive, Scope, Send
+
+from app.admission import ConcurrencyLimit
+from app.config import Settings
+from app.db import make_engine, make_sessionmaker, transaction
+from app.keys.service import create_key
+from app.main import create_app
+from tests.conftest import ingest_with
+from tests.fakes import FakeEncoder
+from tests.serving import free_port
+
+
+class Slow:
+    """An ASGI app that takes `delay` seconds per request and records the peak concurrency."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay, self.now, self.peak = delay, 0, 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        await asyncio.sleep(self.delay)
+        self.now -= 1
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+
+async def _burst(app: ConcurrencyLimit, n: int, path: str = "/v1/grade") -> list[httpx.Response]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        return list(await asyncio.gather(*(client.get(path) for _ in range(n))))
+
+
+def test_requests_beyond_the_limit_wait_their_turn() -> None:
+    inner = Slow(0.05)
+    responses = asyncio.run(_burst(ConcurrencyLimit(inner, limit=3, queue=100, wait_s=10), 12))
+    assert [r.status_code for r in responses] == [200] * 12
+    assert inner.peak == 3
+
+
+def test_a_full_queue_answers_503_with_retry_after_at_once() -> None:
+    inner = Slow(0.3)
+    start = time.monotonic()
+    responses = asyncio.run(_burst(ConcurrencyLimit(inner, limit=2, queue=1, wait_s=10), 6))
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [200, 200, 200, 503, 503, 503]
+    refused = [r for r in responses if r.status_code == 503]
+    assert all(r.headers["retry-after"] == "1" and r.json()["error"]["code"] == "overloaded" for r in refused)
+    assert time.monotonic() - start < 2
+
+
+def test_a_long_wait_answers_503() -> None:
+    responses = asyncio.run(_burst(ConcurrencyLimit(Slow(0.5), limit=1, queue=10, wait_s=0.1), 2))
+    assert sorted(r.status_code for r in responses) == [200, 503]
+    assert "waited" in next(r for r in responses if r.status_code == 503).json()["error"]["message"]
+
+
+def test_probes_are_never_queued() -> None:
+    inner = Slow(0.2)
+    responses = asyncio.run(_burst(ConcurrencyLimit(inner, limit=1, queue=0, wait_s=10), 5, path="/healthz"))
+    assert [r.status_code for r in responses] == [200] * 5 and inner.peak == 5
+
+
+class SlowEncoder(FakeEncoder):
+    def encode(self, texts: list[str]):  # type: ignore[no-untyped-def, override]
+        time.sleep(0.05)
+        return super().encode(texts)
+
+
+@pytest.fixture
+def served_app(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    data = tmp_path / "data"
+    import shutil
+
+    from tests.conftest import ROOT, SEEDS
+
+    shutil.copytree(SEEDS, data / "raw")
+    for name in ("taxonomy.yaml", "annotations.yaml"):
+        shutil.copy(ROOT / "data" / name, data / name)
+    settings = Settings(data_dir=data, database_url=f"sqlite:///{data / 'tutor.db'}")
+    encoder = SlowEncoder()
+    ingest_with(settings, encoder)
+    engine = make_engine(settings.db_url)
+    with transaction(make_sessionmaker(engine)) as s:
+        _, secret = create_key(s, name="load", rate_limit="100000/minute")
+    engine.dispose()
+    port = free_port()
+    app = create_app(settings, lambda _: encoder, load_in_background=False)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    yield base, secret
+    server.should_exit = True
+    thread.join(timeout=15)
+
+
+def test_more_clients_than_connections_and_threads_are_all_answered(served_app: tuple[str, str]) -> None:
+    """128 clients at once (the app has 40 threads and 40 connections): none hangs, none errs.
+
+    Without admission control this deadlocks: requests that hold a connection after the key check
+    wait for a worker thread while all 40 threads wait for a connection.
+    """
+    base, secret = served_app
+    qid = httpx.get(f"{base}/v1/questions", params={"q": "reduce-scatter"}).json()["items"][0]["id"]
+    codes: list[int] = []
+    lock = threading.Lock()
+    start = threading.Barrier(128)
+
+    def client(i: int) -> None:
+        with httpx.Client(base_url=base, headers={"X-API-Key": secret}, timeout=30) as http:
+            start.wait()
+            for j in range(2):
+                try:
+                    res = http.post("/v1/grade", json={"question_id": qid, "answer": f"it scatters chunks {i} {j}"})
+                except httpx.TimeoutException:
+                    continue
+                with lock:
+                    codes.append(res.status_code)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(128)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "requests hung"
+    assert len(codes) == 256 and set(codes) <= {200, 503}
+    assert codes.count(200) >= 200
