@@ -202,7 +202,7 @@ def serve(
 
     from app.main import create_app
 
-    uvicorn.run(create_app(), host=host, port=port, log_level="info")
+    uvicorn.run(create_app(freeze_gc=True), host=host, port=port, log_level="info")
 
 
 def _export(model: str, index_path: Path, *, force: bool, quiet: bool) -> None:
