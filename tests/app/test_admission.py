@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
-import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from app.admission import ConcurrencyLimit
@@ -20,7 +20,7 @@ from app.keys.service import create_key
 from app.main import create_app
 from tests.conftest import ingest_with
 from tests.fakes import FakeEncoder
-from tests.serving import free_port
+from tests.serving import serving_in_thread
 
 
 class Slow:
@@ -75,47 +75,25 @@ def test_probes_are_never_queued() -> None:
 
 
 class SlowEncoder(FakeEncoder):
-    def encode(self, texts: list[str]):  # type: ignore[no-untyped-def, override]
+    """Slow enough that requests pile up inside the app, as they do behind a real model."""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
         time.sleep(0.05)
         return super().encode(texts)
 
 
 @pytest.fixture
-def served_app(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    data = tmp_path / "data"
-    import shutil
-
-    from tests.conftest import ROOT, SEEDS
-
-    shutil.copytree(SEEDS, data / "raw")
-    for name in ("taxonomy.yaml", "annotations.yaml"):
-        shutil.copy(ROOT / "data" / name, data / name)
-    settings = Settings(data_dir=data, database_url=f"sqlite:///{data / 'tutor.db'}")
+def served_app(data_dir: Path) -> Iterator[tuple[str, str]]:
+    settings = Settings(data_dir=data_dir, database_url=f"sqlite:///{data_dir / 'tutor.db'}")
     encoder = SlowEncoder()
     ingest_with(settings, encoder)
     engine = make_engine(settings.db_url)
     with transaction(make_sessionmaker(engine)) as s:
         _, secret = create_key(s, name="load", rate_limit="100000/minute")
     engine.dispose()
-    port = free_port()
     app = create_app(settings, lambda _: encoder, load_in_background=False)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
-    yield base, secret
-    server.should_exit = True
-    thread.join(timeout=15)
-
+    with serving_in_thread(app) as base:
+        yield base, secret
 
 def test_more_clients_than_connections_and_threads_are_all_answered(served_app: tuple[str, str]) -> None:
     """128 clients at once (the app has 40 threads and 40 connections): none hangs, none errs.

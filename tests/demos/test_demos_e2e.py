@@ -50,7 +50,7 @@ def test_collectives_show_every_ranks_data(api: TestClient) -> None:
 
 
 def test_pipeline_bubble_matches_theory_and_falls_with_micro_batches(api: TestClient) -> None:
-    result = run_demo(api, "pipeline", micro_batches=[1, 2, 4, 8], hidden=256, micro_batch_size=64, steps=2)
+    result = run_demo(api, "pipeline", micro_batches=[1, 2, 4, 8], hidden=512, micro_batch_size=64, steps=3)
     rows = result["figures"]["rows"]
     for row in rows:
         assert abs(row["measured_bubble"] - row["theory_bubble"]) < 0.1, row

@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import uvicorn
 
 from app.config import Settings
 from app.db import make_engine, make_sessionmaker, transaction
@@ -21,7 +17,7 @@ from app.models import Question
 from ingest.embedder import Encoder
 from tests.chat.fake_demos import FakeDemoRunner
 from tests.conftest import ROOT, SEEDS, ingest_with
-from tests.serving import free_port
+from tests.serving import free_port, serving_in_thread
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -60,22 +56,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, real_encoder: Encoder) -> I
     ingest_with(settings, real_encoder)
     app = create_app(settings, lambda _: real_encoder, load_in_background=False)
     app.state.demo_runner = FakeDemoRunner()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "the app did not become ready"
-        time.sleep(0.2)
-    yield Served(base, settings)
-    server.should_exit = True
-    thread.join(timeout=15)
-
+    with serving_in_thread(app, port=port) as served_base:
+        yield Served(served_base, settings)
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
