@@ -92,3 +92,23 @@ def test_dev_set_verdicts_do_not_get_worse(onnx_encoder_dir: Path, real_encoder:
     )
     assert onnx_report.macro_f1_3 >= torch_report.macro_f1_3 - 0.01
     assert onnx_report.macro_f1_2 >= torch_report.macro_f1_2 - 0.01
+
+
+def test_concurrent_encodes_give_the_serial_vectors(onnx_encoder_dir: Path, real_encoder: Encoder) -> None:
+    import threading
+
+    onnx = OnnxEncoder(onnx_encoder_dir, real_encoder.model_id)
+    texts = [f"ring all-reduce moves {i} chunks around the ring" for i in range(24)]
+    serial = [onnx.encode([t]) for t in texts]
+    out: dict[int, np.ndarray] = {}
+
+    def run(k: int) -> None:
+        for i in range(k, len(texts), 4):
+            out[i] = onnx.encode([texts[i]])
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(np.allclose(out[i], serial[i], atol=1e-6) for i in range(len(texts)))
