@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.serving import free_port, run_tutor  # noqa: E402
+from tests.serving import free_port, run_tutor, wait_ready  # noqa: E402
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -62,23 +62,13 @@ def prepared_data() -> Iterator[Path]:
 @contextmanager
 def served(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str], float]]:
     """`tutor serve` on a free port; yields (base URL, process, seconds from start to /readyz 200)."""
-    import httpx
-
     port = free_port()
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        while True:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.perf_counter() - start > 180:
-                raise RuntimeError("tutor serve did not become ready")
-            time.sleep(0.02)
+        wait_ready(base, 180, lambda: None if proc.poll() is None else "tutor serve exited", poll_s=0.02)
         yield base, proc, time.perf_counter() - start
     finally:
         proc.terminate()

@@ -31,8 +31,10 @@ def run_tutor(env: dict[str, str], *args: str, check: bool = True) -> subprocess
     return proc
 
 
-def wait_ready(base: str, timeout: float, alive: Callable[[], str | None] = lambda: None) -> None:
-    """Poll /readyz until it answers 200; `alive` returns why the server is gone, if it is."""
+def wait_ready(
+    base: str, timeout: float, alive: Callable[[], str | None] = lambda: None, poll_s: float = 0.1
+) -> None:
+    """Poll /readyz every poll_s until it answers 200; `alive` returns why the server is gone, if it is."""
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -44,7 +46,7 @@ def wait_ready(base: str, timeout: float, alive: Callable[[], str | None] = lamb
             raise RuntimeError(gone)
         if time.monotonic() > deadline:
             raise TimeoutError(f"{base} did not become ready")
-        time.sleep(0.1)
+        time.sleep(poll_s)
 
 
 @contextmanager
