@@ -10,17 +10,16 @@ each. Writes that need the request's own transaction (quiz answers, idempotency)
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from queue import Empty, Full, Queue
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
 from app.errors import UnavailableError
+from ingest.coalesce import Coalescer
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ class _Job:
     done: Future[None] = field(default_factory=Future)
 
 
-class GroupWriter:
+class GroupWriter(Coalescer[_Job]):
     """Runs queued writes on one thread, as many per transaction as are waiting (up to max_batch).
 
     A write that finds the writer idle commits at once on its caller's thread; writes that
@@ -43,15 +42,10 @@ class GroupWriter:
     def __init__(
         self, factory: sessionmaker[Session], *, max_batch: int = 256, max_queue: int = 4096, timeout_s: float = 30.0
     ) -> None:
+        super().__init__("group-writer", max_group=max_batch, max_queue=max_queue)
         self.factory = factory
-        self.max_batch = max_batch
         self.timeout_s = timeout_s
         self.transactions = 0  # commits so far, for benchmarks and tests
-        self._queue: Queue[_Job | None] = Queue(maxsize=max_queue)
-        self._busy = threading.Lock()  # held while a transaction runs (the writer has one connection)
-        self._thread = threading.Thread(target=self._run, name="group-writer", daemon=True)
-        self._started = False
-        self._start_lock = threading.Lock()
 
     def write(self, write: Write) -> None:
         """Run `write(session)` in a committed transaction; return once it is durable.
@@ -59,14 +53,10 @@ class GroupWriter:
         Raises UnavailableError (503 with Retry-After) when the queue is full or the commit does not
         come within the timeout, and the write's own error when it fails.
         """
-        self._ensure_started()
-        job = _Job(write)
-        if self._queue.empty() and self._busy.acquire(blocking=False):
-            try:  # nothing waiting and nothing running: commit on the caller's thread, no hand-over
-                self._commit([job])
-            finally:
-                self._busy.release()
-            return
+        with self._idle() as idle:
+            if idle:  # the writer has one connection; holding its place, commit on this thread
+                self._commit([_Job(write)])
+                return
         done = self.submit(write)
         try:
             done.result(timeout=self.timeout_s)
@@ -78,52 +68,22 @@ class GroupWriter:
 
         Raises UnavailableError when the queue is full.
         """
-        self._ensure_started()
         job = _Job(write)
-        try:
-            self._queue.put_nowait(job)
-        except Full as exc:
-            raise UnavailableError("the database is busy; retry in a moment", retry_after=1) from exc
+        self._enqueue(job, UnavailableError("the database is busy; retry in a moment", retry_after=1))
         return job.done
 
-    def _ensure_started(self) -> None:
-        if not self._started:
-            with self._start_lock:
-                if not self._started:
-                    self._thread.start()
-                    self._started = True
-
-    def _take(self, first: _Job) -> list[_Job]:
-        jobs = [first]
-        while len(jobs) < self.max_batch:
-            try:
-                job = self._queue.get_nowait()
-            except Empty:
-                break
-            if job is None:
-                self._queue.put(None)
-                break
-            jobs.append(job)
-        return jobs
-
-    def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            with self._busy:
-                jobs = self._take(first)
-                try:
-                    self._commit(jobs)
-                except Exception as exc:  # isolate the failing write; the others still commit
-                    if len(jobs) == 1:
-                        self._fail(jobs[0], exc)
-                    else:
-                        for job in jobs:
-                            self._commit_alone(job)
-                    continue
-            for job in jobs:
-                job.done.set_result(None)
+    def _process(self, jobs: list[_Job]) -> None:
+        try:
+            self._commit(jobs)
+        except Exception as exc:  # isolate the failing write; the others still commit
+            if len(jobs) == 1:
+                self._fail(jobs[0], exc)
+            else:
+                for job in jobs:
+                    self._commit_alone(job)
+            return
+        for job in jobs:
+            job.done.set_result(None)
 
     def _commit(self, jobs: list[_Job]) -> None:
         with transaction(self.factory) as session:
@@ -144,8 +104,6 @@ class GroupWriter:
         log.warning("a queued write failed: %s: %s", type(exc).__name__, exc)
         job.done.set_exception(exc)
 
-    def close(self) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
         """Finish the queued writes and stop the thread."""
-        if self._started:
-            self._queue.put(None)
-            self._thread.join(timeout=self.timeout_s)
+        super().close(self.timeout_s if timeout_s is None else timeout_s)

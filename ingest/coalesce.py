@@ -1,0 +1,96 @@
+"""Coalescing: concurrent callers' jobs run in groups on one worker thread, or at once when it is idle.
+
+The encoder's micro-batcher and the API's group-commit writer are both this: a bounded queue,
+one worker that takes everything waiting as one group, and a fast path for a caller that finds
+nothing queued and nothing running (it runs its own job on its thread, with no hand-over).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from queue import Empty, Full, Queue
+from typing import Generic, TypeVar
+
+J = TypeVar("J")
+
+
+class Coalescer(Generic[J]):
+    """Subclasses implement `_process(jobs)` (and `_size(job)` when jobs differ in size)."""
+
+    def __init__(self, name: str, *, max_group: int, max_queue: int, max_wait_s: float = 0.0) -> None:
+        self.max_group = max_group
+        self.max_wait_s = max_wait_s
+        self._queue: Queue[J | None] = Queue(maxsize=max_queue)
+        self._busy = threading.Lock()  # held while a group (or an idle caller's own job) runs
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._start_lock = threading.Lock()
+
+    @contextmanager
+    def _idle(self) -> Iterator[bool]:
+        """True (holding the worker's place) when nothing is queued or running: run your job yourself."""
+        if self._queue.empty() and self._busy.acquire(blocking=False):
+            try:
+                yield True
+            finally:
+                self._busy.release()
+        else:
+            yield False
+
+    def _enqueue(self, job: J, full: Exception) -> None:
+        """Queue a job for the next group; raise `full` when the queue is at its bound."""
+        self._ensure_started()
+        try:
+            self._queue.put_nowait(job)
+        except Full as exc:
+            raise full from exc
+
+    def _ensure_started(self) -> None:
+        if self._thread.ident is None:
+            with self._start_lock:
+                if self._thread.ident is None:
+                    self._thread.start()
+
+    def _size(self, job: J) -> int:
+        return 1
+
+    def _process(self, jobs: list[J]) -> None:
+        raise NotImplementedError
+
+    def _group(self, first: J) -> list[J]:
+        """The first job plus whatever is queued (waiting up to max_wait_s for more), up to max_group."""
+        jobs, size = [first], self._size(first)
+        deadline = time.monotonic() + self.max_wait_s
+        while size < self.max_group:
+            try:
+                job = self._queue.get_nowait()  # jobs that queued while the last group ran
+            except Empty:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    job = self._queue.get(timeout=remaining)
+                except Empty:
+                    break
+            if job is None:
+                self._queue.put(None)  # keep the stop signal for the loop
+                break
+            jobs.append(job)
+            size += self._size(job)
+        return jobs
+
+    def _loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            with self._busy:  # after an idle caller's own job: the group gathers who queued meanwhile
+                self._process(self._group(first))
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Run the queued jobs, then stop the worker thread."""
+        if self._thread.ident is not None:
+            self._queue.put(None)
+            self._thread.join(timeout=timeout_s)
