@@ -67,7 +67,10 @@ def test_a_learner_answers_ten_questions(sqlite_server: tuple[str, dict[str, dic
         elif q["wrong_options"]:
             answer = q["wrong_options"][0]
         else:
-            answer = "It makes the GPU fans spin faster so the cards stay cool."
+            # Off the subject altogether. (A GPU-flavoured wrong answer such as "it makes the GPU fans
+            # spin faster" is graded partial on questions that have no wrong options to contrast with:
+            # a known weakness, counted in the dev set's figures, not what this flow test checks.)
+            answer = "Sourdough needs a long, slow fermentation to develop its flavour."
         res = http.post(
             f"/v1/sessions/{sid}/answers",
             json={"question_id": q["id"], "answer": answer},

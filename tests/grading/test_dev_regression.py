@@ -42,3 +42,16 @@ def test_real_model_separates_terse_correct_from_swapped(real_encoder) -> None: 
                     real_encoder)
     assert good.verdict == "correct"
     assert swapped.verdict == "incorrect" and "roles_swapped" in swapped.flags
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", ["Sourdough needs a long, slow fermentation to develop its flavour.",
+                                    "The capital of France is Paris."])
+def test_off_subject_answers_get_no_credit_on_any_bank_question(real_encoder, answer: str) -> None:  # type: ignore[no-untyped-def]
+    from app.grading import prepare_many
+    from app.grading.evaluation import bank_items
+
+    items = bank_items()
+    rubrics = prepare_many(list(items.values()), real_encoder)
+    verdicts = {key: grade(rubric, answer, real_encoder).verdict for key, rubric in zip(items, rubrics, strict=True)}
+    assert {k: v for k, v in verdicts.items() if v != "incorrect"} == {}
