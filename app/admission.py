@@ -32,7 +32,6 @@ class ConcurrencyLimit:
         self.limit = limit
         self.queue = queue
         self.wait_s = wait_s
-        self.inside = 0
         self.waiting = 0
         self._slots = asyncio.Semaphore(limit)
 
@@ -52,11 +51,9 @@ class ConcurrencyLimit:
             return
         finally:
             self.waiting -= 1
-        self.inside += 1
         try:
             await self.app(scope, receive, send)
         finally:
-            self.inside -= 1
             self._slots.release()
 
 

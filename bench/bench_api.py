@@ -15,19 +15,12 @@ from pathlib import Path
 import httpx
 import psutil
 from bench_encoder import ANSWER
-from common import ROOT, bench_env, percentiles, prepared_data, served
+from common import bench_env, dev_answers, percentiles, prepared_data, served
 
 from tests.serving import run_tutor
 
 WRK = shutil.which("wrk")
 LUA = Path(__file__).resolve().parent / "wrk_grade.lua"
-DEV = ROOT / "data" / "eval" / "dev.jsonl"
-
-
-def dev_answers() -> list[str]:
-    """The development set's answers: the realistic mix of lengths the load sends."""
-    rows = [json.loads(line) for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [" ".join(r["answer"].split()) for r in rows]
 
 
 def _key(env: dict[str, str]) -> str:

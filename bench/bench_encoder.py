@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from common import ROOT, percentiles, time_calls
+from common import ROOT, dev_answers, percentiles, time_calls
 
 ANSWER = "Each GPU holds a slice of every weight matrix, so one layer's matmul runs across GPUs."
 
@@ -32,8 +32,6 @@ def encoder_figures() -> dict[str, dict[str, float]]:
 
 def mix_rates(enc: object, sizes: tuple[int, ...] = (1, 8, 16, 32, 64)) -> dict[str, float]:
     """Answers/s on the development set's answers (the API benchmark's mix) per batch size, and the best."""
-    from bench_api import dev_answers
-
     answers = dev_answers()
     rates = {}
     for size in sizes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -17,6 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.serving import free_port, run_tutor, wait_ready  # noqa: E402
+
+DEV = ROOT / "data" / "eval" / "dev.jsonl"
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -73,3 +76,9 @@ def served(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str], fl
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def dev_answers() -> list[str]:
+    """The development set's answers: the realistic mix of lengths the load sends."""
+    rows = [json.loads(line) for line in DEV.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [" ".join(r["answer"].split()) for r in rows]

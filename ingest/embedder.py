@@ -71,7 +71,8 @@ def model_fingerprint(path: Path) -> str:
     every file's size and modification time; a changed file is hashed again.
     """
     files = sorted(f for f in path.rglob("*") if f.is_file() and f.suffix in MODEL_FILE_SUFFIXES)
-    stamp = [[str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    stats = [(f, f.stat()) for f in files]
+    stamp = [[str(f.relative_to(path)), st.st_size, st.st_mtime_ns] for f, st in stats]
     memo_file = _fingerprint_memo()
     try:
         memo = json.loads(memo_file.read_text(encoding="utf-8"))
