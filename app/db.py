@@ -22,8 +22,8 @@ def make_engine(url: str, pool_size: int = 40) -> Engine:
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        # As many connections as the server's worker threads (anyio's default is 40), so a request
-        # never waits on the pool while another holds SQLite's write lock.
+        # As many connections as the server's worker threads (anyio's default is 40); admission
+        # control (app/admission.py) keeps fewer requests than that inside the app at once.
         engine = create_engine(
             url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=pool_size, max_overflow=0
         )

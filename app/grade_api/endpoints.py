@@ -12,7 +12,6 @@ from app.deps import RuntimeDep, SessionDep
 from app.grade_api.schemas import BatchIn, GradeIn, RubricIn
 from app.grade_api.service import grade_items, load_rubric, register_rubric
 from app.keys.deps import ApiKeyDep, count_usage
-from app.keys.service import record_usage
 from app.models import ApiKey, Attempt
 from app.runtime import Runtime
 
@@ -25,7 +24,7 @@ def _store(runtime: Runtime, key: ApiKey, endpoint: str, items: int, attempts: l
     def write(session: Session) -> None:
         if attempts:
             session.execute(insert(Attempt), attempts)
-        record_usage(session, key.id, endpoint, items)
+        count_usage(session, key, endpoint, items)
 
     runtime.writer.write(write)
 
