@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -32,11 +33,23 @@ class Settings(BaseSettings):
     batch_wait_ms: float = 0.0
     batch_max: int = 64
     batch_queue: int = 256
+    # The served encoder's parallelism: `encoder_workers` batches encode at once, each on
+    # `encoder_threads` onnxruntime threads. By default one worker per core (at most 4) and the
+    # cores shared out between them: independent single-threaded runs keep two cores busy beside
+    # the event loop, where one run split across both stalls whenever Python takes a core.
+    encoder_workers: int | None = Field(default=None, ge=1, le=64)
+    encoder_threads: int | None = Field(default=None, ge=1, le=64)
     # Admission control (app/admission.py): requests inside the app at once, no more than the
     # database pool's 40 connections and the 40 worker threads; others queue, then get 503.
     max_concurrent_requests: int = Field(default=32, ge=1, le=40)
     max_queued_requests: int = 1024
     queue_wait_s: float = 30.0
+    # How long the API trusts what it has read (app/cache.py), so a graded answer needs no query:
+    # an API key (one revoked by `tutor keys revoke` stops working within key_cache_s) and a bank
+    # question's rubric and material (a retired question or a newly accepted example answer takes
+    # effect within bank_cache_s). 0 reads the database on every request.
+    key_cache_s: float = Field(default=2.0, ge=0)
+    bank_cache_s: float = Field(default=2.0, ge=0)
     redis_url: str | None = None
     default_rate_limit: str = "120/minute"
     max_answer_chars: int = 2000
@@ -62,6 +75,13 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [o.strip().rstrip("/") for o in value.split(",") if o.strip()]
         return value
+
+    @property
+    def encoder_parallelism(self) -> tuple[int, int]:
+        """(workers, onnxruntime threads per worker) for the served encoder."""
+        cores = os.cpu_count() or 1
+        workers = self.encoder_workers or min(cores, 4)
+        return workers, self.encoder_threads or max(1, cores // workers)
 
     @property
     def db_url(self) -> str:

@@ -10,10 +10,13 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.answers.cache import BankCache
 from app.answers.rubrics import RubricBook
+from app.cache import LRUCache
 from app.config import Settings
 from app.db import make_engine, make_sessionmaker, schema_is_current, transaction, upgrade
 from app.errors import UnavailableError
+from app.keys.service import Caller
 from app.models import BankState
 from app.writes import GroupWriter
 from ingest.embedder import Encoder, SentenceTransformerEncoder
@@ -36,7 +39,8 @@ def default_encoder(settings: Settings) -> Encoder:
     if settings.encoder_backend != "torch":
         model_id = model_id_for(settings.model)
         try:
-            return OnnxEncoder(encoder_dir(settings.index_path, model_id), model_id)
+            _, threads = settings.encoder_parallelism
+            return OnnxEncoder(encoder_dir(settings.index_path, model_id), model_id, threads=threads)
         except EncoderArtifactError:
             if settings.encoder_backend == "onnx":
                 raise
@@ -48,8 +52,13 @@ def batched(settings: Settings, encoder: Encoder) -> Encoder:
     """Wrap the serving encoder in the micro-batcher."""
     from ingest.batching import BatchingEncoder
 
+    workers, _ = settings.encoder_parallelism
     return BatchingEncoder(
-        encoder, max_wait_ms=settings.batch_wait_ms, max_batch=settings.batch_max, max_queue=settings.batch_queue
+        encoder,
+        max_wait_ms=settings.batch_wait_ms,
+        max_batch=settings.batch_max,
+        max_queue=settings.batch_queue,
+        workers=workers,
     )
 
 
@@ -66,6 +75,8 @@ class Runtime:
     rubrics: RubricBook | None = None
     problem: str | None = "starting"
     writer: GroupWriter = field(init=False)
+    callers: LRUCache[str, Caller] = field(init=False)  # authenticated keys by secret hash
+    questions: BankCache = field(init=False)
     _write_engine: Engine = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -73,6 +84,8 @@ class Runtime:
         # Its own connection: request threads hold pool connections while they wait for it.
         self._write_engine = make_engine(self.settings.db_url, pool_size=1)
         self.writer = GroupWriter(make_sessionmaker(self._write_engine))
+        self.callers = LRUCache(10_000, ttl_s=self.settings.key_cache_s)
+        self.questions = BankCache(ttl_s=self.settings.bank_cache_s)
 
     @classmethod
     def create(cls, settings: Settings, encoder_factory: EncoderFactory = default_encoder) -> Runtime:

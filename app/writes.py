@@ -14,9 +14,12 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Any, Protocol
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.aio import settled
 from app.db import transaction
 from app.errors import UnavailableError
 from ingest.coalesce import Coalescer
@@ -26,10 +29,28 @@ log = logging.getLogger(__name__)
 Write = Callable[[Session], None]
 
 
+class Combinable(Protocol):
+    """A write that can be applied together with others of its class (one insert for all their rows).
+
+    `apply_all(session, writes)` must do exactly what calling each write would; the writer uses it
+    for each run of same-class writes in a group, and calls writes one by one to isolate a failure.
+    """
+
+    def __call__(self, session: Session) -> None: ...
+
+    @classmethod
+    def apply_all(cls, session: Session, writes: list[Any]) -> None: ...
+
+
 @dataclass
 class _Job:
     write: Write
     done: Future[None] = field(default_factory=Future)
+
+
+def _kind(write: Write) -> type[Combinable] | None:
+    kind = type(write)
+    return kind if hasattr(kind, "apply_all") else None  # type: ignore[return-value]
 
 
 class GroupWriter(Coalescer[_Job]):
@@ -63,6 +84,16 @@ class GroupWriter(Coalescer[_Job]):
         except FutureTimeout as exc:
             raise UnavailableError("the database did not answer in time; retry in a moment", retry_after=5) from exc
 
+    async def awrite(self, write: Write) -> None:
+        """`write` for the event loop: queue it and await its commit without holding a thread.
+
+        Always goes through the writer thread (a commit on the loop would stall every request).
+        """
+        try:
+            await settled(self.submit(write), self.timeout_s)
+        except TimeoutError as exc:
+            raise UnavailableError("the database did not answer in time; retry in a moment", retry_after=5) from exc
+
     def submit(self, write: Write) -> Future[None]:
         """Queue a write for the writer thread; the future completes at its commit (for async callers).
 
@@ -87,8 +118,12 @@ class GroupWriter(Coalescer[_Job]):
 
     def _commit(self, jobs: list[_Job]) -> None:
         with transaction(self.factory) as session:
-            for job in jobs:
-                job.write(session)
+            for kind, run in groupby((job.write for job in jobs), key=_kind):
+                if kind is None:
+                    for write in run:
+                        write(session)
+                else:
+                    kind.apply_all(session, list(run))
         self.transactions += 1
 
     def _commit_alone(self, job: _Job) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -25,12 +26,23 @@ class _Job:
 class BatchingEncoder(Coalescer[_Job]):
     """An Encoder that funnels callers through one worker thread in batches, with a bounded queue."""
 
-    def __init__(self, inner: Encoder, *, max_wait_ms: float = 3.0, max_batch: int = 64, max_queue: int = 256) -> None:
-        super().__init__("encoder-batcher", max_group=max_batch, max_queue=max_queue, max_wait_s=max_wait_ms / 1000)
+    def __init__(
+        self,
+        inner: Encoder,
+        *,
+        max_wait_ms: float = 3.0,
+        max_batch: int = 64,
+        max_queue: int = 256,
+        workers: int = 1,
+    ) -> None:
+        """`workers` batches are encoded at once (the inner encoder must take concurrent calls)."""
+        super().__init__(
+            "encoder-batcher", max_group=max_batch, max_queue=max_queue, max_wait_s=max_wait_ms / 1000, workers=workers
+        )
         self.inner = inner
         self.model_id = inner.model_id
         self.dim = inner.dim
-        self.batches: list[int] = []  # sizes of recent batches, for benchmarks and tests
+        self.batches: deque[int] = deque(maxlen=1000)  # sizes of recent batches, for benchmarks and tests
         self._ensure_started()
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -45,7 +57,7 @@ class BatchingEncoder(Coalescer[_Job]):
         with self._idle() as idle:
             if idle:
                 vectors = self.inner.encode(list(texts))
-                self.batches = [*self.batches[-999:], len(texts)]
+                self.batches.append(len(texts))
                 return vectors
         return self.submit(texts).result()
 
@@ -72,7 +84,7 @@ class BatchingEncoder(Coalescer[_Job]):
             for job in jobs:
                 job.future.set_exception(exc)
             return
-        self.batches = [*self.batches[-999:], len(texts)]
+        self.batches.append(len(texts))
         start = 0
         for job in jobs:
             job.future.set_result(vectors[start : start + len(job.texts)])

@@ -1,8 +1,9 @@
-"""Coalescing: concurrent callers' jobs run in groups on one worker thread, or at once when it is idle.
+"""Coalescing: concurrent callers' jobs run in groups on worker threads, or at once when a worker is idle.
 
 The encoder's micro-batcher and the API's group-commit writer are both this: a bounded queue,
-one worker that takes everything waiting as one group, and a fast path for a caller that finds
-nothing queued and nothing running (it runs its own job on its thread, with no hand-over).
+workers that each take what is waiting as one group, and a fast path for a caller that finds
+nothing queued and a worker's place free (it runs its own job on its thread, with no hand-over).
+The writer has one worker (one connection); the encoder one per core it may use.
 """
 
 from __future__ import annotations
@@ -20,17 +21,26 @@ J = TypeVar("J")
 class Coalescer(Generic[J]):
     """Subclasses implement `_process(jobs)` (and `_size(job)` when jobs differ in size)."""
 
-    def __init__(self, name: str, *, max_group: int, max_queue: int, max_wait_s: float = 0.0) -> None:
+    def __init__(
+        self, name: str, *, max_group: int, max_queue: int, max_wait_s: float = 0.0, workers: int = 1
+    ) -> None:
+        if workers < 1:
+            raise ValueError("a coalescer needs at least one worker")
         self.max_group = max_group
         self.max_wait_s = max_wait_s
+        self.workers = workers
         self._queue: Queue[J | None] = Queue(maxsize=max_queue)
-        self._busy = threading.Lock()  # held while a group (or an idle caller's own job) runs
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        # One place per worker, held while a group (or an idle caller's own job) runs.
+        self._busy = threading.BoundedSemaphore(workers)
+        self._threads = [
+            threading.Thread(target=self._loop, name=name if workers == 1 else f"{name}-{i}", daemon=True)
+            for i in range(workers)
+        ]
         self._start_lock = threading.Lock()
 
     @contextmanager
     def _idle(self) -> Iterator[bool]:
-        """True (holding the worker's place) when nothing is queued or running: run your job yourself."""
+        """True (holding a worker's place) when nothing is queued and a place is free: run your job yourself."""
         if self._queue.empty() and self._busy.acquire(blocking=False):
             try:
                 yield True
@@ -48,10 +58,11 @@ class Coalescer(Generic[J]):
             raise full from exc
 
     def _ensure_started(self) -> None:
-        if self._thread.ident is None:
+        if self._threads[0].ident is None:
             with self._start_lock:
-                if self._thread.ident is None:
-                    self._thread.start()
+                if self._threads[0].ident is None:
+                    for thread in self._threads:
+                        thread.start()
 
     def _size(self, job: J) -> int:
         return 1
@@ -85,12 +96,15 @@ class Coalescer(Generic[J]):
         while True:
             first = self._queue.get()
             if first is None:
+                self._queue.put(None)  # the stop signal, for the other workers
                 return
             with self._busy:  # after an idle caller's own job: the group gathers who queued meanwhile
                 self._process(self._group(first))
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Run the queued jobs, then stop the worker thread."""
-        if self._thread.ident is not None:
+        """Run the queued jobs, then stop the worker threads."""
+        if self._threads[0].ident is not None:
             self._queue.put(None)
-            self._thread.join(timeout=timeout_s)
+            deadline = time.monotonic() + timeout_s
+            for thread in self._threads:
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -12,6 +10,7 @@ from sqlalchemy.orm import Session
 
 from app.bank.repository import get_many
 from app.bank.views import source_of
+from app.cache import LRUCache
 from app.models import ACTIVE, Question
 from ingest.index import LoadedIndex
 
@@ -81,32 +80,22 @@ class MaterialCache:
     """
 
     def __init__(self, size: int = 4096) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._items: LRUCache[tuple[str, str], dict[str, Any]] = LRUCache(size)
 
     def material(self, session: Session, index: LoadedIndex, question: Question, vector: np.ndarray) -> dict[str, Any]:
         """{"explanation": ..., "related_questions": ...} (shared between calls: do not modify)."""
         key = (index.version, question.id)
-        with self._lock:
-            found = self._items.get(key)
-            if found is not None:
-                self._items.move_to_end(key)
-                return found
-        built = {
+        found = self._items.get(key)
+        if found is not None:
+            return found
+        return self._items.put(key, {
             "explanation": explanation_for(session, index, question, vector),
             "related_questions": related_questions(session, index, question, vector),
-        }
-        with self._lock:
-            self._items[key] = built
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return built
+        })
 
     def clear(self) -> None:
         """Forget everything (tests; a new bank version does not need it)."""
-        with self._lock:
-            self._items.clear()
+        self._items.clear()
 
 
 MATERIAL = MaterialCache()

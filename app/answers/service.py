@@ -24,13 +24,24 @@ def misconception_text(result: GradeResult) -> str | None:
     return f"This is the misconception that {result.matched_misconception[0].lower()}{result.matched_misconception[1:]}"
 
 
-def payload(
-    session: Session, index: LoadedIndex, question: Question, rubric: Rubric, result: GradeResult, model_id: str
-) -> dict[str, Any]:
-    """The full grading result: verdict, evidence, grounded explanation, caveats, related material."""
+def question_view(session: Session, index: LoadedIndex, question: Question, rubric: Rubric) -> dict[str, Any]:
+    """What a verdict on this question always carries: accepted answer, grounded explanation, citation..."""
     material = MATERIAL.material(session, index, question, rubric.question_vec)
     return {
         "question_id": question.id,
+        "accepted_answer": question.accepted_answers[0],
+        "explanation": material["explanation"],
+        "caveats": list(question.notes),
+        "citation": source_of(question),
+        "related_questions": material["related_questions"],
+        "related_demos": demos_for(question.topics),
+    }
+
+
+def verdict_view(view: dict[str, Any], result: GradeResult, model_id: str) -> dict[str, Any]:
+    """The full grading result: verdict and evidence, then the question's grounded material (`question_view`)."""
+    return {
+        "question_id": view["question_id"],
         "verdict": result.verdict,
         "score": round(result.score, 4),
         "confidence": round(result.confidence, 4),
@@ -41,15 +52,22 @@ def payload(
         "covered_ideas": result.covered_ideas,
         "missing_ideas": result.missing_ideas,
         "flags": result.flags,
-        "accepted_answer": question.accepted_answers[0],
-        "explanation": material["explanation"],
-        "caveats": list(question.notes),
-        "citation": source_of(question),
-        "related_questions": material["related_questions"],
-        "related_demos": demos_for(question.topics),
+        "accepted_answer": view["accepted_answer"],
+        "explanation": view["explanation"],
+        "caveats": view["caveats"],
+        "citation": view["citation"],
+        "related_questions": view["related_questions"],
+        "related_demos": view["related_demos"],
         "grader_version": result.grader_version,
         "model": model_id,
     }
+
+
+def payload(
+    session: Session, index: LoadedIndex, question: Question, rubric: Rubric, result: GradeResult, model_id: str
+) -> dict[str, Any]:
+    """The full grading result: verdict, evidence, grounded explanation, caveats, related material."""
+    return verdict_view(question_view(session, index, question, rubric), result, model_id)
 
 
 def grade_bank_answer(

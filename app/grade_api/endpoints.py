@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter, status
+from fastapi.responses import JSONResponse
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
@@ -12,37 +14,70 @@ from app.deps import RuntimeDep, SessionDep
 from app.grade_api.schemas import BatchIn, GradeIn, RubricIn
 from app.grade_api.service import grade_items, load_rubric, register_rubric
 from app.keys.deps import ApiKeyDep, count_usage
-from app.models import ApiKey, Attempt
+from app.keys.service import Caller, record_usage
+from app.models import Attempt
 from app.runtime import Runtime
 
 router = APIRouter(prefix="/v1", tags=["grading API"])
 
 
-def _store(runtime: Runtime, key: ApiKey, endpoint: str, items: int, attempts: list[dict[str, Any]]) -> None:
+_INSERT_ATTEMPTS = insert(Attempt)  # built once: its compiled form is cached by SQLAlchemy
+
+
+@dataclass(frozen=True)
+class GradedCall:
+    """What one grading call writes: its attempts, and one more call on the key's usage counter.
+
+    The group writer applies concurrent calls together (`apply_all`): one multi-row insert of
+    every attempt and one counter update per key and endpoint, instead of two statements each.
+    """
+
+    key_id: str
+    endpoint: str
+    items: int
+    attempts: list[dict[str, Any]]
+
+    def __call__(self, session: Session) -> None:
+        self.apply_all(session, [self])
+
+    @classmethod
+    def apply_all(cls, session: Session, calls: list[GradedCall]) -> None:
+        rows = [row for call in calls for row in call.attempts]
+        if rows:  # on the connection: a plain executemany, without the ORM's bulk-insert bookkeeping
+            session.connection().execute(_INSERT_ATTEMPTS, rows)
+        usage: dict[tuple[str, str], list[int]] = {}
+        for call in calls:
+            counts = usage.setdefault((call.key_id, call.endpoint), [0, 0])
+            counts[0] += 1
+            counts[1] += call.items
+        for (key_id, endpoint), (n, items) in usage.items():
+            record_usage(session, key_id, endpoint, items, calls=n)
+
+
+async def _store(runtime: Runtime, key: Caller, endpoint: str, items: int, attempts: list[dict[str, Any]]) -> None:
     """Store the attempts and count the call, committed (with other requests') before the answer."""
-
-    def write(session: Session) -> None:
-        if attempts:
-            session.execute(insert(Attempt), attempts)
-        count_usage(session, key, endpoint, items)
-
-    runtime.writer.write(write)
+    await runtime.writer.awrite(GradedCall(key.id, endpoint, items, attempts))
 
 
-@router.post("/grade")
-def grade_one(body: GradeIn, session: SessionDep, runtime: RuntimeDep, key: ApiKeyDep) -> dict[str, Any]:
+# The grading routes are async end to end: the caches answer the lookups, the micro-batcher the
+# encode and the group writer the commit, all awaited, so a graded answer takes no request thread.
+# They answer a JSONResponse of plain JSON values (no response-model pass over the result).
+
+
+@router.post("/grade", response_model=None)
+async def grade_one(body: GradeIn, runtime: RuntimeDep, key: ApiKeyDep) -> JSONResponse:
     """Grade one answer: a bank question (question_id), a registered rubric (rubric_id) or an inline question."""
-    (result,), attempts = grade_items(session, runtime.grading(), key, [body], strict=True)
-    _store(runtime, key, "grade", 1, attempts)
-    return result
+    (result,), attempts = await grade_items(runtime, key, [body], strict=True)
+    await _store(runtime, key, "grade", 1, attempts)
+    return JSONResponse(result)
 
 
-@router.post("/grade/batch")
-def grade_batch(body: BatchIn, session: SessionDep, runtime: RuntimeDep, key: ApiKeyDep) -> dict[str, Any]:
+@router.post("/grade/batch", response_model=None)
+async def grade_batch(body: BatchIn, runtime: RuntimeDep, key: ApiKeyDep) -> JSONResponse:
     """Grade up to 100 answers in one call; an item that fails carries its own error."""
-    results, attempts = grade_items(session, runtime.grading(), key, body.items)
-    _store(runtime, key, "grade/batch", len(body.items), attempts)
-    return {"results": results}
+    results, attempts = await grade_items(runtime, key, body.items)
+    await _store(runtime, key, "grade/batch", len(body.items), attempts)
+    return JSONResponse({"results": results})
 
 
 @router.post("/rubrics", status_code=status.HTTP_201_CREATED)

@@ -5,16 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
+from app.aio import encode
 from app.answers.rubrics import RubricBook
-from app.answers.service import payload
-from app.bank.repository import get_question
+from app.answers.service import verdict_view
+from app.db import transaction
 from app.errors import NotFoundError
 from app.grade_api.schemas import GradeIn, RubricIn
-from app.grading import GradeResult, GradingItem, Rubric, grade, grade_many, prepare_many
+from app.grading import GradeResult, GradingItem, Rubric, plan_many, prepare_many
 from app.ids import new_id
-from app.models import ApiKey, StoredRubric
-from ingest.embedder import Encoder
+from app.keys.service import Caller
+from app.models import StoredRubric
+from app.runtime import Runtime
 from ingest.index import LoadedIndex
 
 
@@ -28,7 +31,7 @@ def _item(body: RubricIn) -> GradingItem:
     )
 
 
-def register_rubric(session: Session, book: RubricBook, key: ApiKey, body: RubricIn) -> StoredRubric:
+def register_rubric(session: Session, book: RubricBook, key: Caller, body: RubricIn) -> StoredRubric:
     """Precompute and store everything about a client's question (its texts go through the cache)."""
     encoder = book.encoder
     (rubric,) = prepare_many([_item(body)], encoder)
@@ -48,7 +51,7 @@ def register_rubric(session: Session, book: RubricBook, key: ApiKey, body: Rubri
     return row
 
 
-def load_rubric(session: Session, key: ApiKey, rubric_id: str) -> StoredRubric:
+def load_rubric(session: Session, key: Caller, rubric_id: str) -> StoredRubric:
     """A stored rubric that belongs to the calling key, or 404."""
     row = session.get(StoredRubric, rubric_id)
     if row is None or row.api_key_id != key.id:
@@ -62,33 +65,52 @@ def generic_view(result: GradeResult, model_id: str) -> dict[str, Any]:
 
 
 class _Target:
-    """What one request item is graded against."""
+    """What one request item is graded against: a rubric, and for a bank question its grounded view."""
 
-    def __init__(self, rubric: Rubric, question: Any = None, rubric_id: str | None = None) -> None:
-        self.rubric, self.question, self.rubric_id = rubric, question, rubric_id
+    def __init__(self, rubric: Rubric, view: dict[str, Any] | None = None, rubric_id: str | None = None) -> None:
+        self.rubric, self.view, self.rubric_id = rubric, view, rubric_id
 
 
-def _targets(
-    session: Session, book: RubricBook, key: ApiKey, items: list[GradeIn], strict: bool
-) -> list[_Target | NotFoundError]:
-    """Resolve each item's rubric; inline questions are prepared together in one batch (texts cached)."""
-    out: list[_Target | NotFoundError | None] = []
-    inline: list[int] = []
+Resolved = _Target | NotFoundError
+
+
+async def _targets(runtime: Runtime, index: LoadedIndex, book: RubricBook, key: Caller, items: list[GradeIn],
+                   strict: bool) -> list[Resolved]:
+    """Each item's target: bank questions from the runtime's cache, the rest (and misses) on a worker thread."""
+    out: list[Resolved | None] = [None] * len(items)
     for i, item in enumerate(items):
-        try:
-            if item.question_id is not None:
-                question = get_question(session, item.question_id)
-                out.append(_Target(book.get(session, question), question=question))
-            elif item.rubric_id is not None:
-                row = load_rubric(session, key, item.rubric_id)
-                out.append(_Target(Rubric.from_dict(row.prepared), rubric_id=row.id))
-            else:
-                out.append(None)
-                inline.append(i)
-        except NotFoundError as exc:
-            if strict:
-                raise
-            out.append(exc)
+        entry = runtime.questions.get(index, item.question_id) if item.question_id is not None else None
+        if entry is not None:
+            out[i] = _Target(entry.rubric, view=entry.view)
+    missing = [i for i, t in enumerate(out) if t is None]
+    if missing:
+        found = await run_in_threadpool(_resolve, runtime, index, book, key, [items[i] for i in missing], strict)
+        for i, target in zip(missing, found, strict=True):
+            out[i] = target
+    return [t for t in out if t is not None]
+
+
+def _resolve(runtime: Runtime, index: LoadedIndex, book: RubricBook, key: Caller, items: list[GradeIn],
+             strict: bool) -> list[Resolved]:
+    """Targets that need the database, in one transaction; inline questions are prepared in one batch."""
+    out: list[Resolved | None] = []
+    inline: list[int] = []
+    with transaction(runtime.factory) as session:
+        for i, item in enumerate(items):
+            try:
+                if item.question_id is not None:
+                    entry = runtime.questions.load(session, index, book, item.question_id)
+                    out.append(_Target(entry.rubric, view=entry.view))
+                elif item.rubric_id is not None:
+                    row = load_rubric(session, key, item.rubric_id)
+                    out.append(_Target(Rubric.from_dict(row.prepared), rubric_id=row.id))
+                else:
+                    out.append(None)
+                    inline.append(i)
+            except NotFoundError as exc:
+                if strict:
+                    raise
+                out.append(exc)
     if inline:
         prepared = prepare_many([_item(items[i].inline()) for i in inline], book.encoder)
         for i, rubric in zip(inline, prepared, strict=True):
@@ -96,38 +118,35 @@ def _targets(
     return [t for t in out if t is not None]
 
 
-def grade_items(
-    session: Session,
-    grading: tuple[Encoder, LoadedIndex, RubricBook],
-    key: ApiKey,
-    items: list[GradeIn],
-    *,
-    strict: bool = False,
+async def grade_items(
+    runtime: Runtime, key: Caller, items: list[GradeIn], *, strict: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Grade items with one batched encoder call for the answers; per-item errors stay per item unless strict.
+    """Grade items with one batched encode for the answers; per-item errors stay per item unless strict.
 
     Returns the results and the attempt rows to store (the caller writes them with its usage count).
+    On the event loop: the encode is awaited from the micro-batcher, the database is read only for
+    what the runtime's caches do not hold.
     """
-    encoder, index, book = grading
-    targets = _targets(session, book, key, items, strict)
-    free = [i for i, t in enumerate(targets) if isinstance(t, _Target) and items[i].choice is None]
-    results: dict[int, GradeResult] = {}
-    batch = grade_many([targets[i].rubric for i in free], [items[i].answer for i in free], encoder)  # type: ignore[union-attr]
-    results.update(zip(free, batch, strict=True))
+    encoder, index, book = runtime.grading()
+    targets = await _targets(runtime, index, book, key, items, strict)
+    graded = [i for i, t in enumerate(targets) if isinstance(t, _Target)]
+    rubrics = [t.rubric for t in targets if isinstance(t, _Target)]
+    plan = plan_many(rubrics, [items[i].answer for i in graded], [items[i].choice for i in graded])
+    results = dict(zip(graded, plan.finish(await encode(encoder, plan.texts)), strict=True))
     out: list[dict[str, Any]] = []
     attempts: list[dict[str, Any]] = []
     for i, target in enumerate(targets):
         if isinstance(target, NotFoundError):
             out.append({"error": {"code": target.code, "message": target.message, "details": target.details}})
             continue
-        result = results.get(i) or grade(target.rubric, items[i].answer, encoder, choice=items[i].choice)
-        if target.question is not None:
-            view = payload(session, index, target.question, target.rubric, result, encoder.model_id)
+        result = results[i]
+        if target.view is not None:
+            view = verdict_view(target.view, result, encoder.model_id)
         else:
             view = generic_view(result, encoder.model_id)
         attempt = {
             "id": new_id("a"),
-            "question_id": target.question.id if target.question is not None else None,
+            "question_id": target.view["question_id"] if target.view is not None else None,
             "rubric_id": target.rubric_id,
             "api_key_id": key.id,
             "answer": items[i].answer,

@@ -1,16 +1,18 @@
 """Grading engine: free-text and multiple-choice answers graded against reference answers."""
 
 from app.grading.build import prepare, prepare_many
-from app.grading.grader import GradeResult, grade, grade_many
+from app.grading.grader import GradeResult, Plan, grade, grade_many, plan_many
 from app.grading.rubric import GRADER_VERSION, GradingItem, Rubric
 
 __all__ = [
     "GRADER_VERSION",
     "GradeResult",
     "GradingItem",
+    "Plan",
     "Rubric",
     "grade",
     "grade_many",
+    "plan_many",
     "prepare",
     "prepare_many",
 ]

@@ -111,17 +111,48 @@ def grade(rubric: Rubric, answer: str, encoder: Encoder, *, choice: str | None =
     return _finish(rubric, pending, vec, model or load_model())
 
 
+@dataclass
+class Plan:
+    """Answers after the text-only checks: `texts` still need vectors, then `finish` grades them all.
+
+    Splitting the encode out lets a caller get the vectors however suits it (a blocking call, or
+    an awaited future from the micro-batcher) with the same grading on either side.
+    """
+
+    rubrics: list[Rubric]
+    pendings: list[_Pending]
+    todo: list[int]
+
+    @property
+    def texts(self) -> list[str]:
+        """The answers to encode, in order."""
+        return [self.pendings[i].text for i in self.todo]
+
+    def finish(self, vecs: np.ndarray, model: GeneralModel | None = None) -> list[GradeResult]:
+        """Every answer's result, given the vectors of `texts`."""
+        if len(vecs) != len(self.todo):
+            raise ValueError(f"expected {len(self.todo)} vectors, got {len(vecs)}")
+        results: list[GradeResult | None] = [p.result for p in self.pendings]
+        if self.todo:
+            model = model or load_model()
+            for vec, i in zip(vecs, self.todo, strict=True):
+                results[i] = _finish(self.rubrics[i], self.pendings[i], vec, model)
+        return [r for r in results if r is not None]
+
+
+def plan_many(rubrics: list[Rubric], answers: list[str], choices: list[str | None] | None = None) -> Plan:
+    """Run the checks that need no encoder on each (rubric, answer[, choice]) pair."""
+    if len(rubrics) != len(answers) or (choices is not None and len(choices) != len(answers)):
+        raise ValueError("grading needs one rubric (and one choice, if any) per answer")
+    picks = choices if choices is not None else [None] * len(answers)
+    pendings = [_precheck(r, a, c) for r, a, c in zip(rubrics, answers, picks, strict=True)]
+    return Plan(rubrics, pendings, [i for i, p in enumerate(pendings) if p.result is None])
+
+
 def grade_many(rubrics: list[Rubric], answers: list[str], encoder: Encoder, *,
-               model: GeneralModel | None = None) -> list[GradeResult]:
-    """Grade answers (paired with rubrics) using one batched encoder call for all of them."""
-    if len(rubrics) != len(answers):
-        raise ValueError("grade_many needs one rubric per answer")
-    model = model or load_model()
-    pendings = [_precheck(r, a, None) for r, a in zip(rubrics, answers, strict=True)]
-    todo = [i for i, p in enumerate(pendings) if p.result is None]
-    texts = [pendings[i].text for i in todo]
+               choices: list[str | None] | None = None, model: GeneralModel | None = None) -> list[GradeResult]:
+    """Grade answers (paired with rubrics, and choices when given) using one batched encoder call."""
+    plan = plan_many(rubrics, answers, choices)
+    texts = plan.texts
     vecs = encoder.encode(texts) if texts else np.zeros((0, encoder.dim), dtype=np.float32)
-    results: list[GradeResult | None] = [p.result for p in pendings]
-    for vec, i in zip(vecs, todo, strict=True):
-        results[i] = _finish(rubrics[i], pendings[i], vec, model)
-    return [r for r in results if r is not None]
+    return plan.finish(vecs, model)

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from app.deps import RuntimeDep, SessionDep
+from app.db import transaction
+from app.deps import RuntimeDep
 from app.errors import ForbiddenError, UnavailableError
 from app.keys.ratelimit import RateLimiter
-from app.keys.service import authenticate, record_usage
-from app.models import ApiKey
+from app.keys.service import Caller, authenticate, hash_secret, record_usage
+from app.runtime import Runtime
 
 API_KEY_HEADER = "X-API-Key"
 # auto_error=False: a missing key is answered by our own 401 in the project's error shape;
@@ -42,40 +44,63 @@ async def get_rate_limiter(request: Request, runtime: RuntimeDep) -> RateLimiter
 RateLimiterDep = Annotated[RateLimiter, Depends(get_rate_limiter)]
 
 
-def require_api_key(
-    session: SessionDep,
+async def require_api_key(
+    runtime: RuntimeDep,
     limiter: RateLimiterDep,
     secret: Annotated[str | None, Depends(api_key_header)] = None,
-) -> ApiKey:
-    """The caller's active key (401 when missing, unknown or revoked), counted against its rate limit (429)."""
-    key = authenticate(session, secret)
-    limiter.hit(key.id, key.rate_limit)
-    return key
+) -> Caller:
+    """The caller's active key (401 when missing, unknown or revoked), counted against its rate limit (429).
+
+    A key once read is trusted for `TUTOR_KEY_CACHE_S` seconds (`runtime.callers`), so a busy client
+    costs no query per call; a key revoked meanwhile stops working when its entry expires.
+    """
+    caller = await _authenticated(runtime, secret)
+    if limiter.shared:  # Redis: a network round trip, kept off the event loop
+        await run_in_threadpool(limiter.hit, caller.id, caller.rate_limit)
+    else:
+        limiter.hit(caller.id, caller.rate_limit)
+    return caller
 
 
-def optional_api_key(
-    session: SessionDep,
+async def _authenticated(runtime: Runtime, secret: str | None) -> Caller:
+    digest = hash_secret(secret) if secret else None
+    cached = runtime.callers.get(digest) if digest else None
+    if cached is not None:
+        return cached
+
+    def lookup() -> Caller:
+        with transaction(runtime.factory) as session:
+            return Caller.of(authenticate(session, secret))
+
+    caller = await run_in_threadpool(lookup)
+    if digest:
+        runtime.callers.put(digest, caller)
+    return caller
+
+
+async def optional_api_key(
+    runtime: RuntimeDep,
     limiter: RateLimiterDep,
     secret: Annotated[str | None, Depends(api_key_header)] = None,
-) -> ApiKey | None:
+) -> Caller | None:
     """The caller's key when one is sent (checked and rate-limited like `require_api_key`), else None."""
     if secret is None:
         return None
-    return require_api_key(session, limiter, secret)
+    return await require_api_key(runtime, limiter, secret)
 
 
-ApiKeyDep = Annotated[ApiKey, Depends(require_api_key)]
-OptionalApiKeyDep = Annotated[ApiKey | None, Depends(optional_api_key)]
+ApiKeyDep = Annotated[Caller, Depends(require_api_key)]
+OptionalApiKeyDep = Annotated[Caller | None, Depends(optional_api_key)]
 
 
-def require_scope(scope: str) -> Callable[[ApiKey], ApiKey]:
+def require_scope(scope: str) -> Callable[[Caller], Awaitable[Caller]]:
     """A dependency giving the caller's key when it has `scope`, 403 otherwise.
 
-    Use as `key: Annotated[ApiKey, Depends(require_scope("author"))]`; it shares the request's
+    Use as `key: Annotated[Caller, Depends(require_scope("author"))]`; it shares the request's
     `require_api_key`, so the call is authenticated and rate-limited once however many are used.
     """
 
-    def dependency(key: ApiKeyDep) -> ApiKey:
+    async def dependency(key: ApiKeyDep) -> Caller:
         if scope not in key.scopes:
             raise ForbiddenError(
                 f"API key {key.id} lacks the {scope!r} scope",
@@ -87,6 +112,6 @@ def require_scope(scope: str) -> Callable[[ApiKey], ApiKey]:
     return dependency
 
 
-def count_usage(session: Session, key: ApiKey, endpoint: str, items: int = 1) -> None:
+def count_usage(session: Session, key: Caller, endpoint: str, items: int = 1) -> None:
     """Count one call to `endpoint` with `items` graded items for `key`, in the request's transaction."""
     record_usage(session, key.id, endpoint, items)

@@ -8,6 +8,7 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cache
 
 import limits
 from sqlalchemy import func, select
@@ -37,6 +38,20 @@ class UsageRow:
     endpoint: str
     calls: int
     items: int
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The key a request was authenticated with: a snapshot of the row, safe to share between threads."""
+
+    id: str
+    scopes: tuple[str, ...]
+    rate_limit: str | None
+
+    @classmethod
+    def of(cls, key: ApiKey) -> Caller:
+        """The snapshot of a key row."""
+        return cls(key.id, tuple(key.scopes), key.rate_limit)
 
 
 def hash_secret(secret: str) -> str:
@@ -131,23 +146,28 @@ def today() -> str:
     return datetime.now(UTC).date().isoformat()
 
 
-def record_usage(session: Session, key_id: str, endpoint: str, items: int = 1) -> None:
-    """Add one call and `items` graded items to today's counter of this key and endpoint."""
+def record_usage(session: Session, key_id: str, endpoint: str, items: int = 1, calls: int = 1) -> None:
+    """Add `calls` calls (one by default) and `items` graded items to today's counter of this key and endpoint."""
     if len(endpoint) > MAX_ENDPOINT_CHARS:
         raise ValueError(f"endpoint name over {MAX_ENDPOINT_CHARS} characters: {endpoint!r}")
-    if items < 0:
-        raise ValueError("items must not be negative")
-    values = {"key_id": key_id, "day": today(), "endpoint": endpoint, "calls": 1, "items": items}
+    if items < 0 or calls < 0:
+        raise ValueError("calls and items must not be negative")
+    values = {"key_id": key_id, "day": today(), "endpoint": endpoint, "calls": calls, "items": items}
     dialect = session.get_bind().dialect.name
     if dialect not in _INSERTS:
         raise NotImplementedError(f"usage counting supports SQLite and PostgreSQL, not {dialect}")
     # One atomic statement: concurrent callers serialise on the row and none of them is lost.
-    stmt = _INSERTS[dialect](ApiUsage).values(**values)
-    session.execute(
-        stmt.on_conflict_do_update(
-            index_elements=[ApiUsage.key_id, ApiUsage.day, ApiUsage.endpoint],
-            set_={"calls": ApiUsage.calls + 1, "items": ApiUsage.items + items},
-        )
+    # Run on the connection: the statement is built once, and Core executes it without ORM bookkeeping.
+    session.connection().execute(_usage_upsert(dialect), values)
+
+
+@cache
+def _usage_upsert(dialect: str) -> postgresql.Insert | sqlite.Insert:
+    """INSERT ... ON CONFLICT DO UPDATE adding to today's counter (built once per dialect, then reused)."""
+    stmt = _INSERTS[dialect](ApiUsage)
+    return stmt.on_conflict_do_update(
+        index_elements=[ApiUsage.key_id, ApiUsage.day, ApiUsage.endpoint],
+        set_={"calls": ApiUsage.calls + stmt.excluded["calls"], "items": ApiUsage.items + stmt.excluded["items"]},
     )
 
 

@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from sqlalchemy import func, insert, select
@@ -119,3 +120,86 @@ def test_a_database_without_the_schema_raises_to_the_caller(tmp_path: Path) -> N
     with pytest.raises(Exception, match="no such table"):
         writer.write(_add("l_x"))
     writer.close()
+
+
+class AddLearners:
+    """A combinable write: runs of these are applied with one multi-row insert."""
+
+    applied: ClassVar[list[int]] = []  # sizes of apply_all calls
+
+    def __init__(self, *ids: str) -> None:
+        self.ids = ids
+
+    def __call__(self, session: Session) -> None:
+        self.apply_all(session, [self])
+
+    @classmethod
+    def apply_all(cls, session: Session, writes: list[AddLearners]) -> None:
+        cls.applied.append(len(writes))
+        session.execute(insert(Learner), [{"id": i} for w in writes for i in w.ids])
+
+
+def _queued_behind_a_slow_write(writer: GroupWriter, writes: list[Callable[[Session], None]]) -> dict[int, Exception]:
+    """Submit `writes` while a slow write holds the writer, so they form one group; errors by position."""
+    started = threading.Event()
+
+    def slow(session: Session) -> None:
+        started.set()
+        time.sleep(0.2)
+
+    holder = writer.submit(slow)
+    started.wait(5)
+    futures = [writer.submit(w) for w in writes]
+    holder.result(timeout=10)
+    errors = {}
+    for i, f in enumerate(futures):
+        try:
+            f.result(timeout=10)
+        except Exception as exc:
+            errors[i] = exc
+    return errors
+
+
+def test_combinable_writes_in_a_group_are_applied_together(writer: GroupWriter) -> None:
+    AddLearners.applied = []
+    plain = _add("l_plain")
+    errors = _queued_behind_a_slow_write(writer, [AddLearners("l_1"), AddLearners("l_2", "l_3"), plain,
+                                                  AddLearners("l_4")])
+    assert errors == {}
+    assert _learners(writer) == 5
+    assert AddLearners.applied == [2, 1]  # one call per run of combinable writes, around the plain one
+
+
+def test_a_failing_combinable_write_fails_alone(writer: GroupWriter) -> None:
+    writer.write(_add("l_taken"))
+    AddLearners.applied = []
+    errors = _queued_behind_a_slow_write(writer, [AddLearners("l_a"), AddLearners("l_taken"), AddLearners("l_b")])
+    assert list(errors) == [1]
+    assert _learners(writer) == 3  # l_taken, l_a, l_b: the group failed, then each write went alone
+
+
+def test_awrite_waits_for_the_commit_on_the_event_loop(writer: GroupWriter) -> None:
+    import asyncio
+
+    asyncio.run(writer.awrite(_add("l_async")))
+    assert _learners(writer) == 1
+
+
+def test_awrite_times_out_with_unavailable_and_the_write_still_lands(db_url: str) -> None:
+    import asyncio
+
+    engine = make_engine(db_url)
+    upgrade(engine)
+    writer = GroupWriter(make_sessionmaker(make_engine(db_url, pool_size=1)), timeout_s=0.05)
+    release = threading.Event()
+
+    def slow(session: Session) -> None:
+        release.wait(5)
+        session.execute(insert(Learner), [{"id": "l_late"}])
+
+    with pytest.raises(UnavailableError, match="did not answer in time"):
+        asyncio.run(writer.awrite(slow))
+    release.set()
+    writer.close()
+    assert _learners(writer) == 1  # the caller gave up waiting; the writer did not drop the write
+    engine.dispose()

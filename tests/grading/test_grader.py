@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from app.grading import GradingItem, Rubric, grade, grade_many, prepare, prepare_many
+import pytest
+
+from app.grading import GradingItem, Rubric, grade, grade_many, plan_many, prepare, prepare_many
 from tests.fakes import FakeEncoder
 
 CORRECT = "Data parallelism replicates the model and splits data; model parallelism splits the model across devices"
@@ -33,6 +35,29 @@ def test_grade_many_batches(fake: FakeEncoder, dp_item: GradingItem, ckpt_item: 
     assert len(results) == 3
     single = [grade(r, a, fake).verdict for r, a in zip([rubrics[0], rubrics[1], rubrics[0]], answers, strict=True)]
     assert [r.verdict for r in results] == single
+
+
+def test_grade_many_with_choices_matches_grade_and_plans_only_free_text(
+    fake: FakeEncoder, dp_item: GradingItem, ckpt_item: GradingItem
+) -> None:
+    rubrics = prepare_many([dp_item, ckpt_item], fake)
+    assert dp_item.options is not None
+    right = "ABCD"[dp_item.options.index(CORRECT)]
+    pairs = [(rubrics[0], "", right), (rubrics[1], "it recomputes activations to save memory", None),
+             (rubrics[0], "DP copies the model and splits the batch", "Z")]
+    plan = plan_many([r for r, _, _ in pairs], [a for _, a, _ in pairs], [c for _, _, c in pairs])
+    assert plan.texts == [pairs[1][1], pairs[2][1]]  # the exact choice needs no vector
+    fake.calls.clear()
+    together = grade_many([r for r, _, _ in pairs], [a for _, a, _ in pairs], fake, choices=[c for _, _, c in pairs])
+    assert fake.calls == [2]
+    alone = [grade(r, a, fake, choice=c) for r, a, c in pairs]
+    assert [r.to_dict() for r in together] == [r.to_dict() for r in alone]
+
+
+def test_a_plan_needs_one_vector_per_text(fake: FakeEncoder, ckpt_item: GradingItem) -> None:
+    plan = plan_many([prepare(ckpt_item, fake)], ["it recomputes activations"])
+    with pytest.raises(ValueError, match="expected 1 vectors, got 0"):
+        plan.finish(fake.encode([]))
 
 
 def test_option_letter_and_text_are_exact(fake: FakeEncoder, dp_item: GradingItem) -> None:

@@ -95,3 +95,52 @@ def test_a_lone_caller_encodes_on_its_own_thread() -> None:
     batcher.encode(["alone"])
     batcher.close()
     assert seen == [threading.current_thread().name]  # no hand-over to the batching thread
+
+
+def test_workers_encode_batches_at_once_and_each_caller_gets_its_own_vectors() -> None:
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    class Overlapping(FakeEncoder):
+        def encode(self, texts: Sequence[str]) -> np.ndarray:
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            time.sleep(0.05)
+            with lock:
+                running[0] -= 1
+            return super().encode(texts)
+
+    batcher = BatchingEncoder(Overlapping(), max_wait_ms=0, max_batch=4, workers=2)
+    futures = [batcher.submit([f"answer {i}"]) for i in range(12)]
+    vectors = [f.result(timeout=10) for f in futures]
+    batcher.close()
+    for i, vec in enumerate(vectors):
+        assert np.allclose(vec, FakeEncoder().encode([f"answer {i}"]))
+    assert most[0] == 2  # two batches ran at once, never more
+    assert all(size <= 4 for size in batcher.batches)
+
+
+def test_one_worker_never_overlaps_batches() -> None:
+    running, most = [0], [0]
+
+    class Overlapping(FakeEncoder):
+        def encode(self, texts: Sequence[str]) -> np.ndarray:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            time.sleep(0.02)
+            running[0] -= 1
+            return super().encode(texts)
+
+    batcher = BatchingEncoder(Overlapping(), max_wait_ms=0, max_batch=2, workers=1)
+    for f in [batcher.submit([f"a{i}"]) for i in range(8)]:
+        f.result(timeout=10)
+    batcher.close()
+    assert most[0] == 1
+
+
+def test_close_stops_every_worker() -> None:
+    batcher = BatchingEncoder(FakeEncoder(), max_wait_ms=0, workers=3)
+    batcher.submit(["x"]).result(timeout=10)
+    batcher.close()
+    assert not any(t.is_alive() for t in batcher._threads)

@@ -18,14 +18,13 @@ from app.deps import SessionDep
 from app.errors import ConflictError
 from app.keys.deps import API_KEY_HEADER, ApiKeyDep, OptionalApiKeyDep, count_usage, require_scope
 from app.keys.ratelimit import RateLimiter
-from app.keys.service import revoke, usage
+from app.keys.service import Caller, revoke, usage
 from app.main import create_app
-from app.models import ApiKey
 from tests.fakes import FakeEncoder
 from tests.keys.conftest import REDIS_URL, make_key
 
 Starter = Callable[[RateLimiter | None], TestClient]
-AuthorKey = Annotated[ApiKey, Depends(require_scope("author"))]
+AuthorKey = Annotated[Caller, Depends(require_scope("author"))]
 
 
 def build_app(settings: Settings, encoder: FakeEncoder, limiter: RateLimiter | None) -> FastAPI:
@@ -86,9 +85,30 @@ def test_missing_wrong_and_revoked_keys_get_401(start: Starter, factory: session
     assert_error(client.post("/test/grade", headers={API_KEY_HEADER: wrong}), 401, "unauthorized", "unknown API key")
     ok = client.post("/test/grade", headers={API_KEY_HEADER: secret})
     assert ok.status_code == 200 and ok.json() == {"key": key.id}
+    callers = client.app.state.runtime.callers  # type: ignore[attr-defined]
+    now = [0.0]
+    callers.clock = lambda: now[0]
+    callers.clear()
+    assert client.post("/test/grade", headers={API_KEY_HEADER: secret}).status_code == 200  # read and trusted now
     with transaction(factory) as session:
         revoke(session, key.id)
+    # A key read within the last TUTOR_KEY_CACHE_S seconds is trusted without a query...
+    now[0] = callers.ttl_s - 0.01
+    assert client.post("/test/grade", headers={API_KEY_HEADER: secret}).status_code == 200
+    # ...and the revocation holds once that has passed.
+    now[0] = callers.ttl_s
     assert_error(client.post("/test/grade", headers={API_KEY_HEADER: secret}), 401, "unauthorized", "revoked")
+
+
+def test_revocation_is_immediate_without_the_key_cache(settings: Settings, fake_encoder: FakeEncoder,
+                                                       factory: sessionmaker[Session]) -> None:
+    uncached = settings.model_copy(update={"key_cache_s": 0.0})
+    with TestClient(build_app(uncached, fake_encoder, memory())) as client:
+        key, secret = make_key(factory)
+        assert client.post("/test/grade", headers={API_KEY_HEADER: secret}).status_code == 200
+        with transaction(factory) as session:
+            revoke(session, key.id)
+        assert_error(client.post("/test/grade", headers={API_KEY_HEADER: secret}), 401, "unauthorized", "revoked")
 
 
 def test_over_the_limit_gets_429_with_retry_after(start: Starter, factory: sessionmaker[Session]) -> None:

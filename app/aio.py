@@ -1,0 +1,44 @@
+"""Awaiting the thread-based workers (the encoder's micro-batcher, the group writer) from the event loop.
+
+An async endpoint that hands its encode and its write to these workers and awaits their futures
+needs no thread of the request pool at all: one event loop serves every waiting request, and the
+cores stay with the encoder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import TypeVar
+
+import numpy as np
+from starlette.concurrency import run_in_threadpool
+
+from ingest.embedder import Encoder
+
+T = TypeVar("T")
+
+
+async def settled(future: Future[T], timeout_s: float | None = None) -> T:
+    """The future's result, awaited without blocking the loop.
+
+    A cancelled request (its client went away) or a timeout stops the wait only: the worker still
+    finishes the job it has taken, so other requests in the same batch or transaction are unaffected.
+    Raises TimeoutError after `timeout_s`.
+    """
+    waiting = asyncio.shield(asyncio.wrap_future(future))
+    if timeout_s is None:
+        return await waiting
+    return await asyncio.wait_for(waiting, timeout_s)
+
+
+async def encode(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+    """The texts' vectors: through the micro-batcher's queue when there is one, else on a worker thread."""
+    if not texts:
+        return np.zeros((0, encoder.dim), dtype=np.float32)
+    submit = getattr(encoder, "submit", None)
+    if submit is not None:
+        vectors: np.ndarray = await settled(submit(list(texts)))
+        return vectors
+    return await run_in_threadpool(encoder.encode, list(texts))
