@@ -116,6 +116,11 @@ def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64)) -> dict[str, object]:
                 out[label] = {c: throughput(base, key, qid, c) for c in levels}
                 if label == "batched":
                     out["rss_mb"] = psutil.Process(proc.pid).memory_info().rss / 2**20  # after the load
+        # The baseline before the fast path: PyTorch, one request's answer encoded at a time.
+        env = bench_env(data, TUTOR_ENCODER_BACKEND="torch", TUTOR_BATCH_MAX="1", TUTOR_ENCODER_WORKERS="1")
+        key = _key(env)
+        with served(env) as (base, _, _):
+            out["torch_per_request_32"] = throughput(base, key, _question(base), 32)
         starts = []
         for _ in range(3):
             with served(bench_env(data)) as (_, _, ready_s):
