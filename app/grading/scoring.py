@@ -106,12 +106,17 @@ def _side(ans_vec: np.ndarray, ans_set: set[str], n_answer: int, vecs: np.ndarra
     sims = [float(v) for v in vecs @ ans_vec] if len(vecs) else []
     covs = [recall(ans_set, w) for w in stems]
     combined = [s + 0.5 * c for s, c in zip(sims, covs, strict=True)]
-    best = int(np.argmax(combined)) if combined else 0
+    best = _argmax(combined) if combined else 0
     sim = max([*sims, extra_sim]) if sims or extra_sim > -1 else 0.0
     cov = max(covs) if covs else 0.0
     n_ref = len(stems[best].stems) if stems else 1
     ideas = idea_coverage(rubric, best, ans_set) if rubric is not None else cov
     return Side(sims, covs, best, feature_vector(sim, cov, ideas, sim_q, n_answer, n_ref))
+
+
+def _argmax(values: list[float]) -> int:
+    """Index of the first largest value (np.argmax of a short list, without converting it to an array)."""
+    return max(range(len(values)), key=values.__getitem__)
 
 
 def _key_stems(ref: WeightedStems) -> set[str]:
@@ -126,8 +131,8 @@ def signals(rubric: Rubric, ans_vec: np.ndarray, answer: str, ans_stems: list[st
     # Polarity is checked against the reference the answer is closest to: with several references
     # ("not connected" / "separated by a gap") one of them will not share the answer's polarity.
     refs = list(rubric.item.reference_answers)
-    closest = int(np.argmax([float(rubric.ref_vecs[i] @ ans_vec) + recall(ans_set, w)
-                             for i, w in enumerate(rubric.ref_stems)]))
+    closest = _argmax([float(rubric.ref_vecs[i] @ ans_vec) + recall(ans_set, w)
+                       for i, w in enumerate(rubric.ref_stems)])
     neg = negation_mismatch(answer, [refs[closest]], [_key_stems(rubric.ref_stems[closest])])
     # The explanation paraphrases the answer but says more, so its similarity counts a little less.
     ref = _side(ans_vec, ans_set, len(ans_stems), rubric.ref_vecs, rubric.ref_stems, sim_q,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 from functools import lru_cache
 from typing import cast
@@ -59,7 +60,7 @@ class RateLimiter:
     def from_settings(cls, settings: Settings, *, key_prefix: str = DEFAULT_KEY_PREFIX) -> RateLimiter:
         """Redis storage when `settings.redis_url` is set (limits hold across processes), memory otherwise."""
         if not settings.redis_url:
-            return cls(MemoryStorage(), settings.default_rate_limit, shared=False)
+            return cls(LocalStorage(), settings.default_rate_limit, shared=False)
         return cls.for_redis(settings.redis_url, settings.default_rate_limit, key_prefix=key_prefix)
 
     @classmethod
@@ -126,6 +127,32 @@ class RateLimiter:
             f"rate-limit storage (Redis) is unreachable ({cause}); try again shortly",
             details={"storage": "redis", "error": cause},
         )
+
+
+class LocalStorage(MemoryStorage):
+    """`limits`' in-process storage, purging expired calls at most once a second on a caller's thread.
+
+    The stock storage starts a new timer thread 10 ms after any hit whose timer has finished, so a
+    busy API starts about a hundred threads a second (measured: 7 % of the event loop's time at 32
+    clients). The moving window does not need the purge to be correct (each hit compares
+    timestamps); the purge only bounds memory, which once a second does as well.
+    """
+
+    PURGE_EVERY_S = 1.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._purged_at = time.monotonic()
+        self._purge_lock = threading.Lock()
+
+    def _MemoryStorage__schedule_expiry(self) -> None:  # replaces the private timer-thread scheduler
+        now = time.monotonic()
+        if now - self._purged_at >= self.PURGE_EVERY_S and self._purge_lock.acquire(blocking=False):
+            try:
+                self._purged_at = now
+                self._MemoryStorage__expire_events()  # type: ignore[attr-defined]
+            finally:
+                self._purge_lock.release()
 
 
 def _redact(url: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -11,12 +12,42 @@ from limits.storage import MemoryStorage
 
 from app.config import Settings
 from app.errors import RateLimitedError, UnavailableError
-from app.keys.ratelimit import RateLimiter, parse_limit
+from app.keys.ratelimit import LocalStorage, RateLimiter, parse_limit
 from tests.keys.conftest import REDIS_URL
 
 
 def memory_limiter(default: str = "3/minute") -> RateLimiter:
-    return RateLimiter(MemoryStorage(), default, shared=False)
+    return RateLimiter(LocalStorage(), default, shared=False)
+
+
+def test_the_default_limiter_is_local_and_starts_no_threads() -> None:
+    limiter = RateLimiter.from_settings(Settings(redis_url=None, default_rate_limit="1000/minute"))
+    assert isinstance(limiter.storage, LocalStorage) and not limiter.shared
+    before = threading.active_count()
+    for _ in range(50):
+        limiter.hit("k_a")
+    assert threading.active_count() == before  # the stock MemoryStorage starts a timer thread here
+    assert limiter.remaining("k_a") == 950
+
+
+def test_local_storage_purges_expired_calls_on_a_later_hit() -> None:
+    storage = LocalStorage()
+    storage.PURGE_EVERY_S = 0.0
+    limiter = RateLimiter(storage, "2/second", shared=False)
+    limiter.hit("k_a")
+    limiter.hit("k_a")
+    with pytest.raises(RateLimitedError):
+        limiter.hit("k_a")
+    time.sleep(1.05)
+    limiter.hit("k_a")  # the window has moved on; the two old calls are purged
+    assert sum(len(v) for v in storage.events.values()) == 1
+
+
+def test_the_stock_memory_storage_still_works() -> None:
+    limiter = RateLimiter(MemoryStorage(), "1/minute", shared=False)
+    limiter.hit("k_a")
+    with pytest.raises(RateLimitedError):
+        limiter.hit("k_a")
 
 
 def test_over_the_limit_raises_with_retry_after() -> None:
