@@ -113,8 +113,11 @@ def _utc(moment: datetime) -> str:
 
 @keys_app.command("revoke")
 def revoke(key_id: Annotated[str, typer.Argument(help="the key's id (k_...)")]) -> None:
-    """Revoke a key: its secret stops working at once."""
+    """Revoke a key: a running API refuses its secret within TUTOR_KEY_CACHE_S seconds (2 by default)."""
     with _session() as session:
         key = service.revoke(session, key_id)
         revoked_at = key.revoked_at
     typer.echo(f"revoked {key_id} at {revoked_at:%Y-%m-%d %H:%M:%S} UTC" if revoked_at else f"revoked {key_id}")
+    wait = get_settings().key_cache_s
+    if wait:
+        typer.echo(f"running API processes refuse it within {wait:g} s (TUTOR_KEY_CACHE_S)")
