@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from sqlalchemy import func, insert, select
@@ -18,14 +19,23 @@ from app.models import Learner
 from app.writes import GroupWriter
 
 
-@pytest.fixture
-def writer(db_url: str) -> Iterator[GroupWriter]:
+@contextmanager
+def _writer(db_url: str, **options: Any) -> Iterator[GroupWriter]:
+    """A writer on its own one-connection engine over an upgraded database, closed afterwards."""
     engine = make_engine(db_url)
     upgrade(engine)
-    w = GroupWriter(make_sessionmaker(make_engine(db_url, pool_size=1)))
-    yield w
-    w.close()
-    engine.dispose()
+    w = GroupWriter(make_sessionmaker(make_engine(db_url, pool_size=1)), **options)
+    try:
+        yield w
+    finally:
+        w.close()
+        engine.dispose()
+
+
+@pytest.fixture
+def writer(db_url: str) -> Iterator[GroupWriter]:
+    with _writer(db_url) as w:
+        yield w
 
 
 def _learners(writer: GroupWriter) -> int:
@@ -88,30 +98,27 @@ def test_a_failing_write_fails_alone(writer: GroupWriter) -> None:
 
 
 def test_full_queue_answers_unavailable(db_url: str) -> None:
-    engine = make_engine(db_url)
-    upgrade(engine)
-    writer = GroupWriter(make_sessionmaker(make_engine(db_url, pool_size=1)), max_queue=1)
     release = threading.Event()
     refused: list[Exception] = []
 
     def block(session: Session) -> None:
         release.wait(5)
 
-    def call() -> None:
-        try:
-            writer.write(block)
-        except UnavailableError as exc:
-            refused.append(exc)
+    with _writer(db_url, max_queue=1) as writer:
 
-    threads = [threading.Thread(target=call) for _ in range(5)]
-    for t in threads:
-        t.start()
-    time.sleep(0.3)
-    release.set()
-    for t in threads:
-        t.join()
-    writer.close()
-    engine.dispose()
+        def call() -> None:
+            try:
+                writer.write(block)
+            except UnavailableError as exc:
+                refused.append(exc)
+
+        threads = [threading.Thread(target=call) for _ in range(5)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        release.set()
+        for t in threads:
+            t.join()
     assert refused and all(isinstance(e, UnavailableError) and e.retry_after for e in refused)
 
 
@@ -188,18 +195,15 @@ def test_awrite_waits_for_the_commit_on_the_event_loop(writer: GroupWriter) -> N
 def test_awrite_times_out_with_unavailable_and_the_write_still_lands(db_url: str) -> None:
     import asyncio
 
-    engine = make_engine(db_url)
-    upgrade(engine)
-    writer = GroupWriter(make_sessionmaker(make_engine(db_url, pool_size=1)), timeout_s=0.05)
     release = threading.Event()
 
     def slow(session: Session) -> None:
         release.wait(5)
         session.execute(insert(Learner), [{"id": "l_late"}])
 
-    with pytest.raises(UnavailableError, match="did not answer in time"):
-        asyncio.run(writer.awrite(slow))
-    release.set()
-    writer.close()
-    assert _learners(writer) == 1  # the caller gave up waiting; the writer did not drop the write
-    engine.dispose()
+    with _writer(db_url, timeout_s=0.05) as writer:
+        with pytest.raises(UnavailableError, match="did not answer in time"):
+            asyncio.run(writer.awrite(slow))
+        release.set()
+        writer.close()  # waits for the queued write
+        assert _learners(writer) == 1  # the caller gave up waiting; the writer did not drop the write
