@@ -7,6 +7,10 @@ server deadlocks (seen at 64 concurrent clients with 40 threads and 40 connectio
 no more requests than there are connections (and threads) makes that impossible, and turns
 overload into a queue in front of the app: a request waits its turn, and one that would wait
 too long, or finds the queue full, gets 503 with Retry-After instead of hanging.
+
+(The deadlock was seen when the API-key check was a sync dependency holding a connection. The
+grading routes are now async and hold neither a thread nor a connection, but every sync route
+with a session still does, and the limit still bounds the work in flight.)
 """
 
 from __future__ import annotations

@@ -53,6 +53,13 @@ def batched(settings: Settings, encoder: Encoder) -> Encoder:
     from ingest.batching import BatchingEncoder
 
     workers, _ = settings.encoder_parallelism
+    if workers > 1 and not getattr(encoder, "concurrent_calls", False):
+        # sentence-transformers sets its fast tokenizer's padding on every call, and the tokenizer
+        # refuses a second thread meanwhile ("Already borrowed"): one batch at a time.
+        if settings.encoder_workers:
+            log.warning("%s takes one call at a time; ignoring TUTOR_ENCODER_WORKERS=%d", type(encoder).__name__,
+                        workers)
+        workers = 1
     return BatchingEncoder(
         encoder,
         max_wait_ms=settings.batch_wait_ms,

@@ -37,6 +37,10 @@ def read_manifest(folder: Path) -> dict[str, object]:
 class OnnxEncoder:
     """Tokenise with the model's fast tokenizer (texts of similar length batched together), run int8 ONNX."""
 
+    # Safe to call from several threads at once: onnxruntime sessions take concurrent runs, and the
+    # tokenizer's settings are fixed here, so concurrent calls only read it.
+    concurrent_calls = True
+
     def __init__(self, folder: Path, model_id: str, threads: int | None = None) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer

@@ -198,3 +198,38 @@ def test_grounded_material_is_found_once_per_bank_version(
     assert calls == ["related"]
     assert first["related_questions"] == second["related_questions"] and first["related_questions"]
     assert first["explanation"] == second["explanation"]
+
+
+def test_concurrent_calls_are_each_stored_and_counted(
+    client: TestClient, make_key: Callable[..., tuple[str, str]]
+) -> None:
+    """The group writer applies concurrent calls together; no attempt or count may go missing."""
+    import threading
+
+    key_id, secret = make_key()
+    qid = client.get("/v1/questions", params={"q": "reduce-scatter"}).json()["items"][0]["id"]
+    codes: list[int] = []
+
+    def call(i: int) -> None:
+        if i % 3:
+            res = client.post("/v1/grade", json={"question_id": qid, "answer": f"chunks of the sum {i}"},
+                              headers={"X-API-Key": secret})
+        else:
+            res = client.post("/v1/grade/batch", json={"items": [{"question_id": qid, "answer": f"a {i}"},
+                                                                 {**INLINE, "answer": f"b {i}"}]},
+                              headers={"X-API-Key": secret})
+        codes.append(res.status_code)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert codes == [200] * 24
+    settings = client.app.state.runtime.settings  # type: ignore[attr-defined]
+    engine = make_engine(settings.db_url)
+    with transaction(make_sessionmaker(engine)) as s:
+        rows = {r.endpoint: (r.calls, r.items) for r in usage(s, key_id)}
+    engine.dispose()
+    assert rows == {"grade": (16, 16), "grade/batch": (8, 16)}
+    assert _count(client, api_key_id=key_id) == 16 + 16

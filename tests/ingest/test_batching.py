@@ -144,3 +144,22 @@ def test_close_stops_every_worker() -> None:
     batcher.submit(["x"]).result(timeout=10)
     batcher.close()
     assert not any(t.is_alive() for t in batcher._threads)
+
+
+def test_the_served_encoder_gets_workers_only_if_it_takes_concurrent_calls(caplog: pytest.LogCaptureFixture) -> None:
+    from app.config import Settings
+    from app.runtime import batched
+
+    class Concurrent(FakeEncoder):
+        concurrent_calls = True
+
+    auto = Settings(encoder_workers=None)
+    workers, threads = auto.encoder_parallelism
+    assert workers >= 1 and threads >= 1
+    two = Settings(encoder_workers=2, encoder_threads=1)
+    assert two.encoder_parallelism == (2, 1)
+    for settings, encoder, expected in ((two, Concurrent(), 2), (two, FakeEncoder(), 1)):
+        batcher = batched(settings, encoder)
+        assert batcher.workers == expected  # type: ignore[attr-defined]
+        batcher.close()  # type: ignore[attr-defined]
+    assert "takes one call at a time" in caplog.text  # an explicit setting that cannot hold is said
