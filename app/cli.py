@@ -200,9 +200,21 @@ def serve(
     """Serve the tutor API."""
     import uvicorn
 
+    from app.logqueue import log_off_the_loop
     from app.main import create_app
 
-    uvicorn.run(create_app(freeze_gc=True), host=host, port=port, log_level="info")
+    config = uvicorn.Config(create_app(freeze_gc=True), host=host, port=port, log_level="info")  # sets up logging
+    listeners = log_off_the_loop()
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for listener in listeners:
+            listener.stop()
+    if not server.started:  # e.g. the port is taken: exit non-zero, as uvicorn.run does
+        raise typer.Exit(3)
 
 
 def _export(model: str, index_path: Path, *, force: bool, quiet: bool) -> None:

@@ -1,0 +1,57 @@
+"""Logging off the event loop: records are written by a listener thread, in the handler's own format."""
+
+from __future__ import annotations
+
+import io
+import logging
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+from uvicorn.logging import AccessFormatter
+
+from app.logqueue import log_off_the_loop
+from tests.serving import TUTOR
+
+
+class _Recording(logging.StreamHandler):  # type: ignore[type-arg]
+    def __init__(self, stream: io.StringIO) -> None:
+        super().__init__(stream)
+        self.threads: set[str] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.threads.add(threading.current_thread().name)
+        super().emit(record)
+
+
+def test_records_are_written_by_a_listener_in_the_handlers_format() -> None:
+    out = io.StringIO()
+    handler = _Recording(out)
+    handler.setFormatter(AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False))
+    logger = logging.getLogger("test.access.queue")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    listeners = log_off_the_loop(["test.access.queue"])
+    try:
+        assert len(listeners) == 1 and handler not in logger.handlers
+        logger.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "POST", "/v1/grade", "1.1", 200)
+    finally:
+        for listener in listeners:
+            listener.stop()  # flushes the queue
+        logger.handlers.clear()
+    assert out.getvalue().strip() == '127.0.0.1:5000 - "POST /v1/grade HTTP/1.1" 200 OK'
+    assert handler.threads and threading.current_thread().name not in handler.threads
+
+
+def test_serve_exits_non_zero_when_the_port_is_taken(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"TUTOR_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        proc = subprocess.run([*TUTOR, "serve", "--port", str(port)], env=env, capture_output=True, text=True,
+                              timeout=120)
+    assert proc.returncode == 3
+    assert "address already in use" in proc.stderr.lower()
