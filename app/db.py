@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -45,6 +46,20 @@ def make_engine(url: str, pool_size: int = 40) -> Engine:
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
     """A session factory bound to the engine."""
     return sessionmaker(engine, expire_on_commit=False)
+
+
+_ON_CONFLICT_INSERTS: dict[str, Callable[[Any], postgresql.Insert | sqlite.Insert]] = {
+    "postgresql": postgresql.insert,
+    "sqlite": sqlite.insert,
+}
+
+
+def on_conflict_insert(session: Session | str, model: Any) -> postgresql.Insert | sqlite.Insert:
+    """An INSERT for the session's database (or a dialect name) that takes ON CONFLICT clauses."""
+    dialect = session if isinstance(session, str) else session.get_bind().dialect.name
+    if dialect not in _ON_CONFLICT_INSERTS:
+        raise NotImplementedError(f"INSERT ... ON CONFLICT is supported on SQLite and PostgreSQL, not {dialect}")
+    return _ON_CONFLICT_INSERTS[dialect](model)
 
 
 @contextmanager

@@ -8,7 +8,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.db import transaction
+from app.db import on_conflict_insert, transaction
 from app.models import Embedding
 from ingest.embedder import Encoder
 from ingest.identity import text_hash
@@ -57,24 +57,29 @@ class VectorCache:
         if not missing:
             return 0
         enc = encoder()
-        rows: list[Embedding] = []
+        rows: list[dict[str, object]] = []
         for i, batch in enumerate(_chunks(missing, BATCH)):
             vectors = enc.encode(list(batch))
             for text, vec in zip(batch, vectors, strict=True):
                 digest = text_hash(text)
                 self._vectors[digest] = np.asarray(vec, dtype=np.float32)
                 rows.append(
-                    Embedding(
-                        model_id=self.model_id,
-                        text_hash=digest,
-                        dim=len(vec),
-                        vector=np.asarray(vec, dtype=np.float32).tobytes(),
-                    )
+                    {
+                        "model_id": self.model_id,
+                        "text_hash": digest,
+                        "dim": len(vec),
+                        "vector": np.asarray(vec, dtype=np.float32).tobytes(),
+                    }
                 )
             if progress:
                 progress("embed", min((i + 1) * BATCH, len(missing)), len(missing))
+        # Two requests preparing the same new text (an inline question sent twice at once) both
+        # embed it; the vector is the same, so the second insert of a row is simply skipped.
         with transaction(self.factory) as session:
-            session.add_all(rows)
+            stmt = on_conflict_insert(session, Embedding).on_conflict_do_nothing(
+                index_elements=[Embedding.model_id, Embedding.text_hash]
+            )
+            session.connection().execute(stmt, rows)
         return len(missing)
 
     def get_many(self, texts: Sequence[str]) -> dict[str, np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -15,6 +15,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from app.db import on_conflict_insert
 from app.errors import NotFoundError, TutorError, UnauthorizedError
 from app.models import ApiKey, ApiUsage, utcnow
 
@@ -24,10 +25,6 @@ KNOWN_SCOPES = ("grade", "author")
 MAX_SECRET_CHARS = 128
 MAX_ENDPOINT_CHARS = 64
 _DISPLAY_CHARS = 8
-_INSERTS: dict[str, Callable[[type[ApiUsage]], postgresql.Insert | sqlite.Insert]] = {
-    "postgresql": postgresql.insert,
-    "sqlite": sqlite.insert,
-}
 
 
 @dataclass(frozen=True)
@@ -154,8 +151,6 @@ def record_usage(session: Session, key_id: str, endpoint: str, items: int = 1, c
         raise ValueError("calls and items must not be negative")
     values = {"key_id": key_id, "day": today(), "endpoint": endpoint, "calls": calls, "items": items}
     dialect = session.get_bind().dialect.name
-    if dialect not in _INSERTS:
-        raise NotImplementedError(f"usage counting supports SQLite and PostgreSQL, not {dialect}")
     # One atomic statement: concurrent callers serialise on the row and none of them is lost.
     # Run on the connection: the statement is built once, and Core executes it without ORM bookkeeping.
     session.connection().execute(_usage_upsert(dialect), values)
@@ -164,7 +159,7 @@ def record_usage(session: Session, key_id: str, endpoint: str, items: int = 1, c
 @cache
 def _usage_upsert(dialect: str) -> postgresql.Insert | sqlite.Insert:
     """INSERT ... ON CONFLICT DO UPDATE adding to today's counter (built once per dialect, then reused)."""
-    stmt = _INSERTS[dialect](ApiUsage)
+    stmt = on_conflict_insert(dialect, ApiUsage)
     return stmt.on_conflict_do_update(
         index_elements=[ApiUsage.key_id, ApiUsage.day, ApiUsage.endpoint],
         set_={"calls": ApiUsage.calls + stmt.excluded["calls"], "items": ApiUsage.items + stmt.excluded["items"]},
