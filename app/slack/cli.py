@@ -9,7 +9,6 @@ from rich.console import Console
 
 from app.config import get_settings
 from app.runtime import Runtime
-from app.slack.posting import post_daily, post_leaderboard, web_client
 
 slack_app = typer.Typer(help="The Slack bot's scheduled posts.", no_args_is_help=True)
 err = Console(stderr=True)
@@ -30,6 +29,8 @@ def daily(
     if settings.auto_migrate:
         runtime.migrate()
     try:
+        from app.slack.posting import post_daily, web_client  # Slack's SDK only for Slack commands
+
         client, team_id = web_client(settings, runtime, team)
         ts = post_daily(runtime, client, team_id=team_id, channel=channel, topic=topic)
     except Exception as exc:
@@ -46,6 +47,8 @@ def weekly(channel: Channel, team: Team = None) -> None:
     settings = get_settings()
     runtime = Runtime.create(settings)
     try:
+        from app.slack.posting import post_leaderboard, web_client
+
         client, team_id = web_client(settings, runtime, team)
         post_leaderboard(runtime, client, team_id=team_id, channel=channel)
     except Exception as exc:
