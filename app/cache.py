@@ -55,14 +55,6 @@ class LRUCache(Generic[K, V]):
                 self._items.popitem(last=False)
         return value
 
-    def discard(self, predicate: Callable[[K, V], bool]) -> int:
-        """Drop the entries for which predicate(key, value) holds; returns how many."""
-        with self._lock:
-            gone = [k for k, (_, v) in self._items.items() if predicate(k, v)]
-            for k in gone:
-                del self._items[k]
-        return len(gone)
-
     def clear(self) -> None:
         """Forget everything."""
         with self._lock:

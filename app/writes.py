@@ -48,6 +48,10 @@ class _Job:
     done: Future[None] = field(default_factory=Future)
 
 
+def _timed_out() -> UnavailableError:
+    return UnavailableError("the database did not answer in time; retry in a moment", retry_after=5)
+
+
 def _kind(write: Write) -> type[Combinable] | None:
     kind = type(write)
     return kind if hasattr(kind, "apply_all") else None  # type: ignore[return-value]
@@ -82,7 +86,7 @@ class GroupWriter(Coalescer[_Job]):
         try:
             done.result(timeout=self.timeout_s)
         except FutureTimeout as exc:
-            raise UnavailableError("the database did not answer in time; retry in a moment", retry_after=5) from exc
+            raise _timed_out() from exc
 
     async def awrite(self, write: Write) -> None:
         """`write` for the event loop: queue it and await its commit without holding a thread.
@@ -92,7 +96,7 @@ class GroupWriter(Coalescer[_Job]):
         try:
             await settled(self.submit(write), self.timeout_s)
         except TimeoutError as exc:
-            raise UnavailableError("the database did not answer in time; retry in a moment", retry_after=5) from exc
+            raise _timed_out() from exc
 
     def submit(self, write: Write) -> Future[None]:
         """Queue a write for the writer thread; the future completes at its commit (for async callers).

@@ -45,9 +45,10 @@ def _figures(enc: object, concurrency: int) -> dict[str, float]:
     p50, p99 = percentiles(time_calls(lambda: encode([ANSWER]), 300))
     batch = [f"{ANSWER} ({i})" for i in range(32)]
     encode(batch)
+    per_share = max(1, 20 // concurrency)
     start = time.perf_counter()
-    _run([[batch]] * 20 if concurrency == 1 else [[batch] * (20 // concurrency)] * concurrency, encode)
-    rate = 20 * 32 / (time.perf_counter() - start)
+    _run([[batch] * per_share] * concurrency, encode)
+    rate = per_share * concurrency * len(batch) / (time.perf_counter() - start)
     return {"p50_ms": p50, "p99_ms": p99, "batch32_per_s": rate, **mix_rates(enc, concurrency=concurrency)}
 
 

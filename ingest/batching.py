@@ -24,7 +24,7 @@ class _Job:
 
 
 class BatchingEncoder(Coalescer[_Job]):
-    """An Encoder that funnels callers through one worker thread in batches, with a bounded queue."""
+    """An Encoder that funnels callers through worker threads in batches, with a bounded queue."""
 
     def __init__(
         self,

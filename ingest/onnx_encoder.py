@@ -96,9 +96,7 @@ class OnnxEncoder:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        # No lock: onnxruntime sessions take concurrent runs. (Two runs at once use idle cores
-        # better, 196 -> 257 dev answers/s, but in the served API, where Python needs the same
-        # cores, running two batches at once measured no gain; the batcher runs one.)
+        # No lock: onnxruntime sessions take concurrent runs (the batcher's workers run one each).
         (hidden,) = self._session.run(["last_hidden_state"], feeds)
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)

@@ -46,7 +46,3 @@ class BankCache:
         rubric = book.get(session, question)
         entry = BankEntry(rubric, question_view(session, index, question, rubric))
         return self._items.put((index.version, question_id), entry)
-
-    def clear(self) -> None:
-        """Forget everything."""
-        self._items.clear()

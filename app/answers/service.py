@@ -52,12 +52,7 @@ def verdict_view(view: dict[str, Any], result: GradeResult, model_id: str) -> di
         "covered_ideas": result.covered_ideas,
         "missing_ideas": result.missing_ideas,
         "flags": result.flags,
-        "accepted_answer": view["accepted_answer"],
-        "explanation": view["explanation"],
-        "caveats": view["caveats"],
-        "citation": view["citation"],
-        "related_questions": view["related_questions"],
-        "related_demos": view["related_demos"],
+        **{k: v for k, v in view.items() if k != "question_id"},
         "grader_version": result.grader_version,
         "model": model_id,
     }

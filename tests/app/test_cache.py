@@ -48,14 +48,6 @@ def test_ttl_zero_disables_the_cache() -> None:
     assert cache.get("a") is None and len(cache) == 0
 
 
-def test_discard_drops_matching_entries() -> None:
-    cache: LRUCache[str, int] = LRUCache(8)
-    for i in range(5):
-        cache.put(str(i), i)
-    assert cache.discard(lambda _, v: v % 2 == 0) == 3
-    assert [cache.get(str(i)) for i in range(5)] == [None, 1, None, 3, None]
-
-
 def test_a_cache_needs_room() -> None:
     with pytest.raises(ValueError, match="at least one"):
         LRUCache(0)
