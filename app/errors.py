@@ -83,25 +83,35 @@ def error_body(code: str, message: str, details: dict[str, Any] | None = None) -
     return {"error": {"code": code, "message": message, "details": details or {}}}
 
 
+def render_error(exc: Exception) -> JSONResponse | None:
+    """The response for a domain, overload or database error; None for any other exception.
+
+    The app's exception handlers use it, and so does the grading hot path (`app/grade_api/fastpath.py`).
+    """
+    if isinstance(exc, TutorError):
+        retry = exc.retry_after if exc.retry_after is not None else (5 if exc.status == 503 else None)
+        headers = {"Retry-After": str(retry)} if retry is not None else None
+        return JSONResponse(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
+    if isinstance(exc, OverloadedError):
+        return JSONResponse(error_body("overloaded", str(exc)), 503, headers={"Retry-After": "1"})
+    if isinstance(exc, OperationalError | InterfaceError):
+        log.error("database error: %s", exc)
+        body = error_body("database_unavailable", "the database is unavailable; try again shortly")
+        return JSONResponse(body, 503, headers={"Retry-After": "5"})
+    return None
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Turn every error into the one JSON shape."""
 
     @app.exception_handler(TutorError)
-    async def _tutor(_: Request, exc: TutorError) -> JSONResponse:
-        retry = exc.retry_after if exc.retry_after is not None else (5 if exc.status == 503 else None)
-        headers = {"Retry-After": str(retry)} if retry is not None else None
-        return JSONResponse(error_body(exc.code, exc.message, exc.details), exc.status, headers=headers)
-
     @app.exception_handler(OverloadedError)
-    async def _overloaded(_: Request, exc: OverloadedError) -> JSONResponse:
-        return JSONResponse(error_body("overloaded", str(exc)), 503, headers={"Retry-After": "1"})
-
     @app.exception_handler(OperationalError)
     @app.exception_handler(InterfaceError)
-    async def _database(_: Request, exc: Exception) -> JSONResponse:
-        log.error("database error: %s", exc)
-        body = error_body("database_unavailable", "the database is unavailable; try again shortly")
-        return JSONResponse(body, 503, headers={"Retry-After": "5"})
+    async def _known(_: Request, exc: Exception) -> JSONResponse:
+        response = render_error(exc)
+        assert response is not None  # registered only for the errors render_error knows
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -20,6 +20,7 @@ from app.db import schema_is_current
 from app.demos import endpoints as demos_endpoints
 from app.errors import install_error_handlers
 from app.grade_api import endpoints as grade_endpoints
+from app.grade_api.fastpath import GradeFastPath
 from app.limits_mw import BodyLimit
 from app.quiz import endpoints as quiz_endpoints
 from app.runtime import EncoderFactory, Runtime, default_encoder
@@ -67,6 +68,7 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(GradeFastPath)  # POST /v1/grade's hot path, inside the limits below
     app.add_middleware(
         ConcurrencyLimit,
         limit=settings.max_concurrent_requests,

@@ -42,6 +42,10 @@ class OnnxEncoder:
     concurrent_calls = True
 
     def __init__(self, folder: Path, model_id: str, threads: int | None = None) -> None:
+        # Tokenise on the calling thread: batches here are small, and the batcher already runs one
+        # encode per core; the tokenizer's own thread pool only added threads contending for those
+        # cores (measured: about +5 % answers/s at 32 clients without it). An explicit setting wins.
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -98,9 +102,11 @@ class OnnxEncoder:
             feeds["token_type_ids"] = np.zeros_like(ids)
         # No lock: onnxruntime sessions take concurrent runs (the batcher's workers run one each).
         (hidden,) = self._session.run(["last_hidden_state"], feeds)
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        # Mean over the real tokens, then unit length. No (batch, tokens, dim) temporary: each numpy
+        # call on a large array releases and retakes the GIL, a wait behind the event loop.
+        weights = mask.astype(np.float32)
+        pooled = np.einsum("btd,bt->bd", hidden, weights) / np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
+        norms = np.sqrt(np.einsum("bd,bd->b", pooled, pooled))[:, None]
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
 

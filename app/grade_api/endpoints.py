@@ -67,6 +67,11 @@ async def _store(runtime: Runtime, key: Caller, endpoint: str, items: int, attem
 @router.post("/grade", response_model=None)
 async def grade_one(body: GradeIn, runtime: RuntimeDep, key: ApiKeyDep) -> JSONResponse:
     """Grade one answer: a bank question (question_id), a registered rubric (rubric_id) or an inline question."""
+    return await grade_one_response(runtime, key, body)
+
+
+async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> JSONResponse:
+    """What POST /v1/grade answers (the route and the hot path in `fastpath.py` both answer this)."""
     (result,), attempts = await grade_items(runtime, key, [body], strict=True)
     await _store(runtime, key, "grade", 1, attempts)
     return JSONResponse(result)

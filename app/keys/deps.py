@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from fastapi.security import APIKeyHeader
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import State
 
 from app.db import transaction
 from app.deps import RuntimeDep
@@ -27,7 +28,11 @@ _limiter_lock = threading.Lock()
 
 async def get_rate_limiter(request: Request, runtime: RuntimeDep) -> RateLimiter:
     """The app's limiter, built from the runtime's settings on first use (tests may preset it)."""
-    state = request.app.state
+    return rate_limiter_of(request.app.state, runtime)
+
+
+def rate_limiter_of(state: State, runtime: Runtime) -> RateLimiter:
+    """The limiter kept in the app's state, made on first use."""
     limiter: RateLimiter | None = getattr(state, "rate_limiter", None)
     if limiter is None:
         with _limiter_lock:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.config import Settings
+from app.db import make_engine, make_sessionmaker, transaction
+from app.keys.service import create_key
 from app.main import create_app
 from tests.conftest import ingest_with
 from tests.fakes import FakeEncoder
@@ -20,3 +22,19 @@ def client(settings: Settings, fake_encoder: FakeEncoder) -> Iterator[TestClient
     app = create_app(settings, lambda _: fake_encoder, load_in_background=False)
     with TestClient(app) as c:
         yield c
+
+
+@pytest.fixture
+def make_key(client: TestClient) -> Callable[..., tuple[str, str]]:
+    """Makes an API key in the client's database; returns (key id, secret)."""
+    settings = client.app.state.runtime.settings  # type: ignore[attr-defined]
+
+    def make(rate_limit: str | None = None, scopes: tuple[str, ...] = ("grade",)) -> tuple[str, str]:
+        engine = make_engine(settings.db_url)
+        with transaction(make_sessionmaker(engine)) as s:
+            key, secret = create_key(s, name="test", scopes=scopes, rate_limit=rate_limit)
+            key_id = key.id
+        engine.dispose()
+        return key_id, secret
+
+    return make

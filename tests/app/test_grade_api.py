@@ -9,23 +9,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.db import make_engine, make_sessionmaker, transaction
-from app.keys.service import create_key, usage
+from app.keys.service import usage
 from app.models import Attempt
-
-
-@pytest.fixture
-def make_key(client: TestClient) -> Callable[..., tuple[str, str]]:
-    settings = client.app.state.runtime.settings  # type: ignore[attr-defined]
-
-    def make(rate_limit: str | None = None, scopes: tuple[str, ...] = ("grade",)) -> tuple[str, str]:
-        engine = make_engine(settings.db_url)
-        with transaction(make_sessionmaker(engine)) as s:
-            key, secret = create_key(s, name="test", scopes=scopes, rate_limit=rate_limit)
-            key_id = key.id
-        engine.dispose()
-        return key_id, secret
-
-    return make
 
 
 def _count(client: TestClient, **where: str) -> int:
