@@ -53,6 +53,10 @@ def main() -> None:
           f"{at32 / torch_api:.1f}x")
     errors = sum(v[2] for v in batched.values())  # type: ignore[union-attr]
     print(f"  errors other than 503 + Retry-After, all levels: {errors} (target 0)")
+    for label in ("batched", "unbatched"):
+        cpu = api[f"{label}_cpu_32"]
+        print(f"  CPU per answer at 32 clients, {label}: event loop {cpu['loop_ms']:.2f} ms, other threads (encoder, "  # type: ignore[index]
+              f"writer) {cpu['other_threads_ms']:.2f} ms; machine idle {100 * cpu['machine_idle']:.0f} %")  # type: ignore[index]
     print(f"\n## Ingestion: {api['ingest_embedded']} texts in {api['ingest_s']:.1f} s = "
           f"{api['ingest_texts_per_s']:.0f} texts/s (first run, PyTorch, including model load)")
     print("\n## Search (384-d synthetic, unseen queries)")
