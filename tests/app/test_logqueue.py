@@ -55,3 +55,43 @@ def test_serve_exits_non_zero_when_the_port_is_taken(tmp_path: Path) -> None:
                               timeout=120)
     assert proc.returncode == 3
     assert "address already in use" in proc.stderr.lower()
+
+
+class _Blocked(logging.Handler):
+    """A handler whose output is stuck until released (a pipe nobody drains)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.gate.wait(30)
+        self.lines.append(record.getMessage())
+
+
+def test_a_blocked_output_drops_records_beyond_the_bound_and_says_how_many() -> None:
+    handler = _Blocked()
+    logger = logging.getLogger("test.blocked.queue")
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    (listener,) = log_off_the_loop(["test.blocked.queue"], max_queued=10)
+    try:
+        for i in range(100):  # never blocks, though nothing is written
+            logger.info("record %d", i)
+        queued = logger.handlers[0]
+        assert queued.records.qsize() <= 10  # type: ignore[attr-defined]
+        assert queued.dropped >= 80  # type: ignore[attr-defined]
+        handler.gate.set()
+        listener.stop()  # writes what was queued
+        listener.start()
+        logger.info("after")
+    finally:
+        listener.stop()
+        logger.handlers.clear()
+    notices = [line for line in handler.lines if "log records were dropped" in line]
+    assert len(notices) == 1 and handler.lines[-2:] == [notices[0], "after"]
+    kept = [line for line in handler.lines if line.startswith("record")]
+    dropped = int(notices[0].split()[0])
+    assert len(kept) + dropped == 100
