@@ -12,6 +12,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from ingest.embedder import DEFAULT_MODEL
 
+# The server's worker threads (anyio's default) and, to match, the database pool's connections.
+WORKER_THREADS = 40
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -40,8 +43,8 @@ class Settings(BaseSettings):
     encoder_workers: int | None = Field(default=None, ge=1, le=64)
     encoder_threads: int | None = Field(default=None, ge=1, le=64)
     # Admission control (app/admission.py): requests inside the app at once, no more than the
-    # database pool's 40 connections and the 40 worker threads; others queue, then get 503.
-    max_concurrent_requests: int = Field(default=32, ge=1, le=40)
+    # database pool's connections and the worker threads; others queue, then get 503.
+    max_concurrent_requests: int = Field(default=32, ge=1, le=WORKER_THREADS)
     max_queued_requests: int = 1024
     queue_wait_s: float = 30.0
     # How long the API trusts what it has read (app/cache.py), so a graded answer needs no query:

@@ -11,19 +11,21 @@ from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.config import WORKER_THREADS
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # The newest migration's revision: checked at start-up without importing Alembic (tests keep it
 # equal to Alembic's head).
 HEAD_REVISION = "0004"
 
 
-def make_engine(url: str, pool_size: int = 40) -> Engine:
+def make_engine(url: str, pool_size: int = WORKER_THREADS) -> Engine:
     """Create an engine; SQLite gets a busy timeout, foreign keys and WAL for concurrent readers."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        # As many connections as the server's worker threads (anyio's default is 40); admission
+        # As many connections as the server's worker threads; admission
         # control (app/admission.py) keeps fewer requests than that inside the app at once.
         engine = create_engine(
             url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=pool_size, max_overflow=0

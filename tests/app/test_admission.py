@@ -8,13 +8,15 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import httpx
 import numpy as np
 import pytest
 from starlette.types import Receive, Scope, Send
 
 from app.admission import ConcurrencyLimit
-from app.config import Settings
+from app.config import WORKER_THREADS, Settings
 from app.db import make_engine, make_sessionmaker, transaction
 from app.keys.service import create_key
 from app.main import create_app
@@ -133,3 +135,15 @@ def test_more_clients_than_connections_and_threads_are_all_answered(served_app: 
     assert not any(t.is_alive() for t in threads), "requests hung"
     assert len(codes) == 256 and set(codes) <= {200, 503}
     assert codes.count(200) >= 200
+
+
+def test_the_database_pool_matches_the_worker_threads(tmp_path: Path) -> None:
+    """The admission limit's ceiling assumes one pooled connection per worker thread (anyio's default)."""
+
+    async def tokens() -> float:
+        return anyio.to_thread.current_default_thread_limiter().total_tokens
+
+    assert anyio.run(tokens) == WORKER_THREADS
+    engine = make_engine(f"sqlite:///{tmp_path / 'pool.db'}")
+    assert engine.pool.size() == WORKER_THREADS  # type: ignore[attr-defined]
+    engine.dispose()
