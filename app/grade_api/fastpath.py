@@ -37,12 +37,13 @@ class GradeFastPath:
             await self.app(scope, receive, send)
             return
         secret: str | None = None
-        json_body = False
-        for name, value in scope["headers"]:
-            if name == _KEY:
+        content_type: bytes | None = None
+        for name, value in scope["headers"]:  # the first of a repeated header, as Starlette reads it
+            if name == _KEY and secret is None:
                 secret = value.decode("latin-1")
-            elif name == b"content-type":
-                json_body = value.split(b";", 1)[0].strip().lower() == b"application/json"
+            elif name == b"content-type" and content_type is None:
+                content_type = value
+        json_body = content_type is not None and content_type.split(b";", 1)[0].strip().lower() == b"application/json"
         if not json_body:
             await self.app(scope, receive, send)
             return

@@ -119,8 +119,9 @@ def test_more_clients_than_connections_and_threads_are_all_answered(served_app: 
             for j in range(2):
                 try:
                     if i % 2:
-                        res = http.post("/v1/rubrics", json={"question": f"What does reduce-scatter do? ({i} {j})",
-                                                             "reference_answers": ["each rank keeps one reduced chunk"]})
+                        rubric = {"question": f"What does reduce-scatter do? ({i} {j})",
+                                  "reference_answers": ["each rank keeps one reduced chunk"]}
+                        res = http.post("/v1/rubrics", json=rubric)
                     else:
                         res = http.post("/v1/grade", json={"question_id": qid, "answer": f"it scatters chunks {i} {j}"})
                 except httpx.TimeoutException:

@@ -120,3 +120,16 @@ def test_an_unexpected_error_is_a_500_in_the_error_shape(
     with TestClient(client.app, raise_server_exceptions=False) as c:
         res = c.post("/v1/grade", json={**INLINE, "answer": "x"}, headers={"X-API-Key": secret})
     assert res.status_code == 500
+
+
+def test_a_repeated_key_header_is_read_as_the_route_reads_it(
+    client: TestClient, make_key: Callable[..., tuple[str, str]], taken: list[int]
+) -> None:
+    _, secret = make_key()
+    raw = json.dumps({**INLINE, "answer": "everyone gets every chunk"}).encode()
+    for keys in ([secret, "gt_not-a-real-key"], ["gt_not-a-real-key", secret]):
+        codes = []
+        for content_type in ("application/json", "application/vnd.test+json"):
+            headers = [("X-API-Key", k) for k in keys] + [("Content-Type", content_type)]
+            codes.append(client.post("/v1/grade", content=raw, headers=headers).status_code)
+        assert codes[0] == codes[1] and codes[0] in (200, 401), keys
