@@ -12,7 +12,7 @@ from app.grading.checks import restates_question
 from app.grading.roles import roles_swapped, subjects_missing
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, Signals, signals
-from app.grading.text import content_stems
+from app.grading.text import content_stems, has_match
 
 EXAMPLE_FLOOR = 0.75  # labelled examples less similar than this are ignored
 EXAMPLE_WEIGHT = 4.0  # logit shift from a very close labelled example
@@ -45,11 +45,15 @@ def _example_evidence(rubric: Rubric, sig: Signals) -> tuple[float, float, str |
     return EXAMPLE_WEIGHT * ev_c, EXAMPLE_WEIGHT * ev_p, adopted
 
 
-def _misconception(rubric: Rubric, sig: Signals, skip: int = -1) -> str | None:
+def _misconception(rubric: Rubric, sig: Signals, answer_stems: set[str], skip: int = -1) -> str | None:
     """The wrong answer this answer is clearly closer to than to any accepted answer, if any.
 
     Needs a margin and the wrong option's own words: a short partial answer shares the topic
     with every option, so nearness alone is not enough; the answer must state the wrong claim.
+    A wrong option whose own words (those no accepted answer uses) the answer does not use at all
+    is not the answer's claim, however near the model puts them ("each rank keeps one reduced
+    chunk" was matched to "reduce-scatter broadcasts the full gradient to all ranks" on the
+    shared "rank", "reduce" and "gradient"; dev-set figures unchanged).
     """
     if sig.wrong is None or not sig.wrong.sims:
         return None
@@ -60,9 +64,16 @@ def _misconception(rubric: Rubric, sig: Signals, skip: int = -1) -> str | None:
             continue
         nearer = sim - sim_ref - WRONG_MARGIN if cov >= WRONG_WORDS else -1.0
         margin = max(nearer, (cov - cov_ref - 0.25) if sim >= sim_ref else -1.0)
-        if margin > best_margin:
+        if margin > best_margin and _states_claim(rubric, j, answer_stems):
             best, best_margin = j, margin
     return rubric.item.wrong_answers[best] if best >= 0 else None
+
+
+def _states_claim(rubric: Rubric, wrong: int, answer_stems: set[str]) -> bool:
+    """Whether the answer uses a word of the wrong option that no accepted answer uses (or it has none)."""
+    accepted = {s for ref in rubric.ref_stems for s in ref.stems}
+    own = [s for s in rubric.wrong_stems[wrong].stems if not has_match(s, accepted)]
+    return not own or any(has_match(s, answer_stems) for s in own)
 
 
 def _flags(rubric: Rubric, text: str, sig: Signals, n_answer: int) -> list[str]:
@@ -83,7 +94,7 @@ def _flags(rubric: Rubric, text: str, sig: Signals, n_answer: int) -> list[str]:
 
 def caught(rubric: Rubric, text: str, sig: Signals, skip_wrong: int = -1) -> bool:
     """Whether the hard checks alone reject an answer (used to calibrate on known negatives)."""
-    if _misconception(rubric, sig, skip_wrong) is not None:
+    if _misconception(rubric, sig, set(content_stems(text)), skip_wrong) is not None:
         return True
     return any(f in _BLOCKING for f in _flags(rubric, text, sig, len(content_stems(text))))
 
@@ -118,7 +129,7 @@ def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
     z_c = z_ref + rubric.offset_correct + ev_c
     z_p = z_p_raw + rubric.offset_partial + ev_p
     flags = [*flags, *_flags(rubric, text, sig, len(stems))]
-    wrong = _misconception(rubric, sig)
+    wrong = _misconception(rubric, sig, set(stems))
     if wrong is not None:
         flags.append("misconception")
     p_c = _sigmoid(z_c)

@@ -11,7 +11,7 @@ import numpy as np
 from app.grading.align import WeightedStems
 from app.grading.roles import Clause
 
-GRADER_VERSION = "grader-1.3"
+GRADER_VERSION = "grader-1.4"
 
 
 @dataclass

@@ -55,3 +55,20 @@ def test_off_subject_answers_get_no_credit_on_any_bank_question(real_encoder, an
     rubrics = prepare_many(list(items.values()), real_encoder)
     verdicts = {key: grade(rubric, answer, real_encoder).verdict for key, rubric in zip(items, rubrics, strict=True)}
     assert {k: v for k, v in verdicts.items() if v != "incorrect"} == {}
+
+
+@pytest.mark.slow
+def test_a_correct_answer_near_a_wrong_option_is_not_its_misconception(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    """The model puts "each rank keeps one reduced chunk" nearer "reduce-scatter broadcasts the full
+    gradient to all ranks" than the accepted answer (shared words: rank, reduce, gradient). It
+    states none of that option's own claim (broadcast, full), so it is not that misconception;
+    answers that do state it still are (grader-1.4)."""
+    from app.grading.evaluation import bank_items
+
+    item = next(i for i in bank_items().values() if i.question.startswith("What is reduce-scatter"))
+    rubric = prepare(item, real_encoder)
+    right = grade(rubric, "each rank keeps one reduced chunk of the summed tensor", real_encoder)
+    assert right.matched_misconception is None and right.verdict != "incorrect"
+    for wrong in ("every rank gets the full summed gradient", "it broadcasts the whole gradient to every rank"):
+        result = grade(rubric, wrong, real_encoder)
+        assert result.verdict == "incorrect" and result.matched_misconception == item.wrong_answers[0]
