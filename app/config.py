@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     # effect within bank_cache_s). 0 reads the database on every request.
     key_cache_s: float = Field(default=2.0, ge=0)
     bank_cache_s: float = Field(default=2.0, ge=0)
+    # How often a running API looks for a newer ingestion (`tutor ingest` while it serves) and
+    # loads it; 0 turns that off (a restart picks it up).
+    reload_s: float = Field(default=5.0, ge=0)
     redis_url: str | None = None
     default_rate_limit: str = "120/minute"
     max_answer_chars: int = 2000

@@ -58,6 +58,7 @@ def create_app(
             threading.Thread(target=load, name="tutor-load", daemon=True).start()
         else:
             load()
+        runtime.watch(settings.reload_s)  # a newer `tutor ingest` is served without a restart
         yield
         runtime.close()
 

@@ -86,6 +86,9 @@ class Runtime:
     questions: BankCache = field(init=False)
     _write_engine: Engine = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # The index and the rubrics of one load, replaced together (one assignment): grading reads both.
+    _bank: tuple[LoadedIndex, RubricBook] | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         # Its own connection: request threads hold pool connections while they wait for it.
@@ -112,22 +115,63 @@ class Runtime:
                     raise UnavailableError("database schema is not up to date; run `tutor ingest`")
                 if self.encoder is None:
                     self.encoder = batched(self.settings, self.encoder_factory(self.settings))
-                self.index = self._load_index(self.encoder)
-                encoder = self.encoder
-                book = RubricBook(self.factory, encoder.model_id, lambda: encoder)
-                book.build()
-                self.rubrics = book
+                self._bank = self.index, self.rubrics = self._load_bank(self.encoder)
                 self.problem = None
             except Exception as exc:
                 self.problem = str(exc)
                 log.error("not ready: %s", exc)
 
-    def _load_index(self, encoder: Encoder) -> LoadedIndex:
+    def _load_bank(self, encoder: Encoder) -> tuple[LoadedIndex, RubricBook]:
+        index = self._load_index(encoder)
+        book = RubricBook(self.factory, encoder.model_id, lambda: encoder)
+        book.build()
+        return index, book
+
+    def _live_version(self) -> str | None:
         with transaction(self.factory) as session:
             state = session.get(BankState, INDEX_VERSION_KEY)
-        if state is None:
+        return state.value if state is not None else None
+
+    def _load_index(self, encoder: Encoder) -> LoadedIndex:
+        version = self._live_version()
+        if version is None:
             raise UnavailableError("the bank is empty: run `tutor ingest` first")
-        return load_index(self.settings.index_path, state.value, encoder.model_id, encoder.dim)
+        return load_index(self.settings.index_path, version, encoder.model_id, encoder.dim)
+
+    def reload_if_changed(self) -> bool:
+        """Load the bank again when an ingestion has made a newer index live; True when it did.
+
+        Until the new index and rubrics are loaded, requests keep the old ones, and a version that
+        fails to load is logged and left: the API goes on serving what it had (a failed first
+        load is `load`'s business, not this).
+        """
+        with self._lock:
+            if self.problem is not None or self.encoder is None or self.index is None:
+                return False
+            current, encoder = self.index.version, self.encoder
+        try:
+            version = self._live_version()
+            if version is None or version == current:
+                return False
+            index, book = self._load_bank(encoder)
+        except Exception as exc:
+            log.error("still serving index %s: the newer one did not load: %s", current, exc)
+            return False
+        with self._lock:
+            self._bank = self.index, self.rubrics = index, book
+        log.info("now serving index %s (was %s)", index.version, current)
+        return True
+
+    def watch(self, every_s: float) -> None:
+        """Look for a newer ingestion every `every_s` seconds on a background thread (0: never)."""
+        if every_s <= 0:
+            return
+
+        def loop() -> None:
+            while not self._stop.wait(every_s):
+                self.reload_if_changed()
+
+        threading.Thread(target=loop, name="bank-reload", daemon=True).start()
 
     def check_database(self) -> None:
         """Raise when the database cannot be reached."""
@@ -152,14 +196,15 @@ class Runtime:
         return self.encoder, self.index
 
     def grading(self) -> tuple[Encoder, LoadedIndex, RubricBook]:
-        """Everything grading needs, or a 503 error saying why it is not ready."""
-        encoder, index = self.require()
-        if self.rubrics is None:
-            raise UnavailableError("not ready: rubrics are loading")
-        return encoder, index, self.rubrics
+        """Everything grading needs (an index and the rubrics of the same load), or a 503 error."""
+        encoder, bank = self.encoder, self._bank
+        if self.problem or encoder is None or bank is None:
+            raise UnavailableError(f"not ready: {self.problem or 'loading'}")
+        return encoder, *bank
 
     def close(self) -> None:
-        """Finish queued writes and release connections."""
+        """Stop watching for ingestions, finish queued writes and release connections."""
+        self._stop.set()
         self.writer.close()
         self._write_engine.dispose()
         self.engine.dispose()
