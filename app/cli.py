@@ -200,10 +200,11 @@ def serve(
     """Serve the tutor API."""
     import uvicorn
 
-    from app.logqueue import log_off_the_loop
+    from app.logqueue import log_off_the_loop, project_log_handlers
     from app.main import create_app
 
     config = uvicorn.Config(create_app(freeze_gc=True), host=host, port=port, log_level="info")  # sets up logging
+    project_log_handlers()
     listeners = log_off_the_loop()
     server = uvicorn.Server(config)
     try:

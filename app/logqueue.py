@@ -21,6 +21,27 @@ from collections.abc import Iterable
 from logging.handlers import QueueHandler, QueueListener
 
 MAX_QUEUED = 10_000
+# What `tutor serve` logs: uvicorn's access and server lines, and the project's own loggers.
+SERVING_LOGGERS = ("uvicorn.access", "uvicorn", "app", "ingest")
+
+
+def project_log_handlers(level: int = logging.INFO) -> None:
+    """Give the project's loggers (app.*, ingest.*) a stderr handler in uvicorn's style, with the logger's name.
+
+    Without one, their records reached only Python's last-resort handler: warnings and errors as
+    bare messages, and nothing at INFO (a reload of the bank, say).
+    """
+    from uvicorn.logging import DefaultFormatter
+
+    for name in ("app", "ingest"):
+        logger = logging.getLogger(name)
+        if logger.handlers:
+            continue
+        handler = logging.StreamHandler()
+        handler.setFormatter(DefaultFormatter("%(levelprefix)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = False
 
 
 class _PassThrough(QueueHandler):
@@ -63,7 +84,7 @@ class _Listener(QueueListener):
         self._thread = None
 
 
-def log_off_the_loop(names: Iterable[str] = ("uvicorn.access", "uvicorn.error", ""),
+def log_off_the_loop(names: Iterable[str] = SERVING_LOGGERS,
                      max_queued: int = MAX_QUEUED) -> list[QueueListener]:
     """Move each named logger's handlers behind a queue; returns the started listeners (stop them at exit)."""
     listeners: list[QueueListener] = []

@@ -155,11 +155,11 @@ class Runtime:
                 return False
             index, book = self._load_bank(encoder)
         except Exception as exc:
-            log.error("still serving index %s: the newer one did not load: %s", current, exc)
+            log.error("still serving index %s: the newer one did not load: %s", current[:16], exc)
             return False
         with self._lock:
             self._bank = self.index, self.rubrics = index, book
-        log.info("now serving index %s (was %s)", index.version, current)
+        log.info("now serving index %s (was %s)", index.version[:16], current[:16])
         return True
 
     def watch(self, every_s: float) -> None:

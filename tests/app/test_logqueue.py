@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
+import httpx
 from uvicorn.logging import AccessFormatter
 
 from app.logqueue import log_off_the_loop
-from tests.serving import TUTOR
+from tests.serving import TUTOR, free_port
 
 
 class _Recording(logging.StreamHandler):  # type: ignore[type-arg]
@@ -95,3 +98,26 @@ def test_a_blocked_output_drops_records_beyond_the_bound_and_says_how_many() -> 
     kept = [line for line in handler.lines if line.startswith("record")]
     dropped = int(notices[0].split()[0])
     assert len(kept) + dropped == 100
+
+
+def test_serve_logs_the_projects_own_records_with_their_names(tmp_path: Path) -> None:
+    """An empty data folder: the runtime logs why it is not ready, as `ERROR: app.runtime: ...`."""
+    port = free_port()
+    env = {"TUTOR_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([*TUTOR, "serve", "--port", str(port)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2)
+                if ready.status_code == 503 and "loading" not in ready.text and "starting" not in ready.text:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=60)
+    assert re.search(r"ERROR:\s+app\.runtime: not ready: ", stderr), stderr
+    assert "Uvicorn running on" in stderr  # uvicorn's own lines still come through
