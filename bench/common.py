@@ -29,12 +29,14 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return statistics.median(ordered) * 1000, p99 * 1000
 
 
-def time_calls(fn: Callable[[], object], n: int, warmup: int = 10) -> list[float]:
-    """Durations of n calls after a warm-up."""
+def time_calls(fn: Callable[[], object], n: int, warmup: int = 10, pause_s: float = 0.0) -> list[float]:
+    """Durations of n calls after a warm-up, `pause_s` apart."""
     for _ in range(warmup):
         fn()
     out = []
     for _ in range(n):
+        if pause_s:
+            time.sleep(pause_s)
         start = time.perf_counter()
         fn()
         out.append(time.perf_counter() - start)
