@@ -49,7 +49,7 @@ class _PassThrough(QueueHandler):
 
     def __init__(self, records: queue.Queue[logging.LogRecord]) -> None:
         super().__init__(records)
-        self.records = records
+        self.queue: queue.Queue[logging.LogRecord] = records
         self.dropped = 0
         self._lock = threading.Lock()
 
@@ -60,9 +60,9 @@ class _PassThrough(QueueHandler):
         with self._lock:
             try:
                 if self.dropped:
-                    self.records.put_nowait(self._dropped_notice(record))
+                    self.queue.put_nowait(self._dropped_notice(record))
                     self.dropped = 0
-                self.records.put_nowait(record)
+                self.queue.put_nowait(record)
             except queue.Full:
                 self.dropped += 1
 

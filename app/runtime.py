@@ -78,8 +78,6 @@ class Runtime:
     factory: sessionmaker[Session]
     encoder_factory: EncoderFactory = default_encoder
     encoder: Encoder | None = None
-    index: LoadedIndex | None = None
-    rubrics: RubricBook | None = None
     problem: str | None = "starting"
     writer: GroupWriter = field(init=False)
     callers: LRUCache[str, Caller] = field(init=False)  # authenticated keys by secret hash
@@ -89,6 +87,16 @@ class Runtime:
     # The index and the rubrics of one load, replaced together (one assignment): grading reads both.
     _bank: tuple[LoadedIndex, RubricBook] | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def index(self) -> LoadedIndex | None:
+        """The live index, once loaded."""
+        return self._bank[0] if self._bank is not None else None
+
+    @property
+    def rubrics(self) -> RubricBook | None:
+        """The rubrics loaded with the live index."""
+        return self._bank[1] if self._bank is not None else None
 
     def __post_init__(self) -> None:
         # Its own connection: request threads hold pool connections while they wait for it.
@@ -115,14 +123,17 @@ class Runtime:
                     raise UnavailableError("database schema is not up to date; run `tutor ingest`")
                 if self.encoder is None:
                     self.encoder = batched(self.settings, self.encoder_factory(self.settings))
-                self._bank = self.index, self.rubrics = self._load_bank(self.encoder)
+                version = self._live_version()
+                if version is None:
+                    raise UnavailableError("the bank is empty: run `tutor ingest` first")
+                self._bank = self._load_bank(self.encoder, version)
                 self.problem = None
             except Exception as exc:
                 self.problem = str(exc)
                 log.error("not ready: %s", exc)
 
-    def _load_bank(self, encoder: Encoder) -> tuple[LoadedIndex, RubricBook]:
-        index = self._load_index(encoder)
+    def _load_bank(self, encoder: Encoder, version: str) -> tuple[LoadedIndex, RubricBook]:
+        index = load_index(self.settings.index_path, version, encoder.model_id, encoder.dim)
         book = RubricBook(self.factory, encoder.model_id, lambda: encoder)
         book.build()
         return index, book
@@ -131,12 +142,6 @@ class Runtime:
         with transaction(self.factory) as session:
             state = session.get(BankState, INDEX_VERSION_KEY)
         return state.value if state is not None else None
-
-    def _load_index(self, encoder: Encoder) -> LoadedIndex:
-        version = self._live_version()
-        if version is None:
-            raise UnavailableError("the bank is empty: run `tutor ingest` first")
-        return load_index(self.settings.index_path, version, encoder.model_id, encoder.dim)
 
     def reload_if_changed(self) -> bool:
         """Load the bank again when an ingestion has made a newer index live; True when it did.
@@ -153,12 +158,12 @@ class Runtime:
             version = self._live_version()
             if version is None or version == current:
                 return False
-            index, book = self._load_bank(encoder)
+            index, book = self._load_bank(encoder, version)
         except Exception as exc:
             log.error("still serving index %s: the newer one did not load: %s", current[:16], exc)
             return False
         with self._lock:
-            self._bank = self.index, self.rubrics = index, book
+            self._bank = index, book
         log.info("now serving index %s (was %s)", index.version[:16], current[:16])
         return True
 
@@ -191,9 +196,8 @@ class Runtime:
 
     def require(self) -> tuple[Encoder, LoadedIndex]:
         """The encoder and index, or a 503 error saying why they are not ready."""
-        if self.problem or self.encoder is None or self.index is None:
-            raise UnavailableError(f"not ready: {self.problem or 'loading'}")
-        return self.encoder, self.index
+        encoder, index, _ = self.grading()
+        return encoder, index
 
     def grading(self) -> tuple[Encoder, LoadedIndex, RubricBook]:
         """Everything grading needs (an index and the rubrics of the same load), or a 503 error."""

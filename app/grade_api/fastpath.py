@@ -15,6 +15,7 @@ function as the app's exception handlers.
 from __future__ import annotations
 
 from pydantic import ValidationError
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import render_error
@@ -23,7 +24,6 @@ from app.grade_api.schemas import GradeIn
 from app.keys.deps import API_KEY_HEADER, rate_limiter_of, require_api_key
 
 PATH = "/v1/grade"
-_KEY = API_KEY_HEADER.lower().encode()
 
 
 class GradeFastPath:
@@ -36,26 +36,21 @@ class GradeFastPath:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != PATH:
             await self.app(scope, receive, send)
             return
-        secret: str | None = None
-        content_type: bytes | None = None
-        for name, value in scope["headers"]:  # the first of a repeated header, as Starlette reads it
-            if name == _KEY and secret is None:
-                secret = value.decode("latin-1")
-            elif name == b"content-type" and content_type is None:
-                content_type = value
-        json_body = content_type is not None and content_type.split(b";", 1)[0].strip().lower() == b"application/json"
-        if not json_body:
+        request = Request(scope, receive)
+        content_type = request.headers.get("content-type", "")  # the first of a repeated header, as the route
+        if content_type.split(";", 1)[0].strip().lower() != "application/json":
             await self.app(scope, receive, send)
             return
-        body = await _read(receive)
+        body = await request.body()
         try:
             item = GradeIn.model_validate_json(body)
         except ValidationError:  # the route answers with the project's 422 shape
             await self.app(scope, _replay(body, receive), send)
             return
-        runtime = scope["app"].state.runtime
+        runtime = request.app.state.runtime
         try:
-            key = await require_api_key(runtime, rate_limiter_of(scope["app"].state, runtime), secret)
+            secret = request.headers.get(API_KEY_HEADER)
+            key = await require_api_key(runtime, rate_limiter_of(request.app.state, runtime), secret)
             response = await grade_one_response(runtime, key, item)
         except Exception as exc:
             error = render_error(exc)
@@ -63,18 +58,6 @@ class GradeFastPath:
                 raise
             response = error
         await response(scope, receive, send)
-
-
-async def _read(receive: Receive) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -94,9 +94,10 @@ def _flags(rubric: Rubric, text: str, sig: Signals, n_answer: int) -> list[str]:
 
 def caught(rubric: Rubric, text: str, sig: Signals, skip_wrong: int = -1) -> bool:
     """Whether the hard checks alone reject an answer (used to calibrate on known negatives)."""
-    if _misconception(rubric, sig, set(content_stems(text)), skip_wrong) is not None:
+    stems = content_stems(text)
+    if _misconception(rubric, sig, set(stems), skip_wrong) is not None:
         return True
-    return any(f in _BLOCKING for f in _flags(rubric, text, sig, len(content_stems(text))))
+    return any(f in _BLOCKING for f in _flags(rubric, text, sig, len(stems)))
 
 
 UNSUPPORTED_SIM = 0.25  # below this, and with at most one weak word of an accepted answer,

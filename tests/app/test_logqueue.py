@@ -84,7 +84,7 @@ def test_a_blocked_output_drops_records_beyond_the_bound_and_says_how_many() -> 
         for i in range(100):  # never blocks, though nothing is written
             logger.info("record %d", i)
         queued = logger.handlers[0]
-        assert queued.records.qsize() <= 10  # type: ignore[attr-defined]
+        assert queued.queue.qsize() <= 10  # type: ignore[attr-defined]
         assert queued.dropped >= 80  # type: ignore[attr-defined]
         handler.gate.set()
         listener.stop()  # writes what was queued

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+import app.runtime
 from app.config import Settings
 from app.main import create_app
 from app.runtime import Runtime
@@ -63,10 +64,10 @@ def test_a_newer_index_that_fails_to_load_leaves_the_old_one_serving(
     before = runtime.grading()[1].version
     _add_document(settings, fake_encoder, tmp_path)
 
-    def broken(_: object) -> None:
+    def broken(*_: object) -> None:
         raise OSError("index file unreadable")
 
-    monkeypatch.setattr(runtime, "_load_index", broken)
+    monkeypatch.setattr(app.runtime, "load_index", broken)
     assert runtime.reload_if_changed() is False
     assert runtime.grading()[1].version == before and runtime.problem is None
     assert client.get("/readyz").status_code == 200
