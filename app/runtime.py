@@ -40,7 +40,8 @@ def default_encoder(settings: Settings) -> Encoder:
         model_id = model_id_for(settings.model)
         try:
             _, threads = settings.encoder_parallelism
-            return OnnxEncoder(encoder_dir(settings.index_path, model_id), model_id, threads=threads)
+            return OnnxEncoder(encoder_dir(settings.index_path, model_id), model_id, threads=threads,
+                               solo_threads=settings.encoder_solo)
         except EncoderArtifactError:
             if settings.encoder_backend == "onnx":
                 raise

@@ -25,7 +25,8 @@ def main() -> None:
     print(f"ready after start: {api['ready_s']:.2f} s, median of {api['ready_all_s']} (target <= 2 s); "
           f"resident memory after the load {api['rss_mb']:.0f} MB (<= 300)")
     onnx, torch = enc["onnx-int8"], enc["torch-fp32"]
-    print(f"int8 as served: {onnx['workers']:.0f} worker(s) x {onnx['threads']:.0f} onnxruntime thread(s); "
+    print(f"int8 as served: {onnx['workers']:.0f} worker(s) x {onnx['threads']:.0f} onnxruntime thread(s), "
+          f"a lone request on {onnx['solo_threads']:.0f}; "
           f"one run on every core: p50 {onnx['one_run_p50_ms']:.2f} ms, dev mix per batch size "
           + "  ".join(f"{k[len('one_run_mix_batch'):-len('_per_s')]}:{v:.0f}" for k, v in onnx.items()
                       if k.startswith("one_run_mix_batch")))
@@ -35,7 +36,7 @@ def main() -> None:
     print(f"  ratio to the fastest raw int8 encode p50 ({fastest:.2f} ms): "
           f"{api['grade_p50_ms'] / fastest:.2f} (target <= 1.5, and p50 <= 10 ms)")
     paced = onnx["paced_p50_ms"]
-    print(f"  (for context: the same encode as served, calls 2 ms apart as one client's requests are, p50 "
+    print(f"  (for context: the encode as served to a lone request, calls 2 ms apart as one client's requests are, p50 "
           f"{paced:.2f} ms; the API's p50 is {api['grade_p50_ms'] / paced:.2f} x that)")
     print("clients  batched answers/s (503s, errors)   unbatched answers/s (503s, errors)   [dev-set answers]")
     batched, unbatched = api["batched"], api["unbatched"]

@@ -6,6 +6,7 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,12 +42,13 @@ class OnnxEncoder:
     # tokenizer's settings are fixed here, so concurrent calls only read it.
     concurrent_calls = True
 
-    def __init__(self, folder: Path, model_id: str, threads: int | None = None) -> None:
+    def __init__(self, folder: Path, model_id: str, threads: int | None = None, solo_threads: int = 0) -> None:
+        """`threads`: onnxruntime threads per call. `solo_threads` > `threads`: a second session on
+        that many threads, for `encode_alone` (a request with the encoder to itself); about 40 MB."""
         # Tokenise on the calling thread: batches here are small, and the batcher already runs one
         # encode per core; the tokenizer's own thread pool only added threads contending for those
         # cores (measured: about +5 % answers/s at 32 clients without it). An explicit setting wins.
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         manifest = read_manifest(folder)
@@ -65,23 +67,31 @@ class OnnxEncoder:
         tokenizer.no_padding()  # each group is padded here, to its own longest
         tokenizer.enable_truncation(max_length=self.max_length)
         self._tokenizer = tokenizer
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        # Idle intra-op threads sleep instead of spinning: spinning steals the cores that the request
-        # threads need between batches (measured: 99 -> 118 answers/s at 32 clients).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._session = ort.InferenceSession(str(folder / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        self.threads = threads or min(4, os.cpu_count() or 1)
+        self._session = _session(folder / ONNX_FILE, self.threads)
+        # Only one session per thread count: a solo session no wider than the shared one is that one.
+        self.solo_threads = solo_threads if solo_threads > self.threads else self.threads
+        self._solo = _session(folder / ONNX_FILE, solo_threads) if solo_threads > self.threads else self._session
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Mean-pooled, L2-normalised sentence vectors.
+        """Mean-pooled, L2-normalised sentence vectors (on `threads` onnxruntime threads).
 
         Texts run in groups of similar length: padding a short answer to a long batch-mate costs
         compute, and dynamic int8 scales its activations over the whole padded batch, which moves
         the short answer's vector (measured: "idk" beside a long answer fell to cosine 0.96).
         """
+        return self._encode(self._session, texts)
+
+    def encode_alone(self, texts: Sequence[str]) -> np.ndarray:
+        """`encode` on `solo_threads` threads: for a call that has the cores to itself.
+
+        One short answer runs about 30 % faster on two threads than on one (2-core machine,
+        docs/PERFORMANCE.md); under load, single-threaded calls side by side use the cores better.
+        """
+        return self._encode(self._solo, texts)
+
+    def _encode(self, session: Any, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
@@ -93,21 +103,34 @@ class OnnxEncoder:
             for row, i in enumerate(group):
                 ids[row, : lengths[i]] = encodings[i].ids
                 mask[row, : lengths[i]] = 1
-            out[group] = self._run(ids, mask)
+            out[group] = self._run(session, ids, mask)
         return out
 
-    def _run(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def _run(self, session: Any, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
         # No lock: onnxruntime sessions take concurrent runs (the batcher's workers run one each).
-        (hidden,) = self._session.run(["last_hidden_state"], feeds)
+        (hidden,) = session.run(["last_hidden_state"], feeds)
         # Mean over the real tokens, then unit length. No (batch, tokens, dim) temporary: each numpy
         # call on a large array releases and retakes the GIL, a wait behind the event loop.
         weights = mask.astype(np.float32)
         pooled = np.einsum("btd,bt->bd", hidden, weights) / np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
         norms = np.sqrt(np.einsum("bd,bd->b", pooled, pooled))[:, None]
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _session(path: Path, threads: int) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Idle intra-op threads sleep instead of spinning: spinning steals the cores that the request
+    # threads need between batches (measured: 99 -> 118 answers/s at 32 clients).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def length_groups(lengths: Sequence[int], slack: float = 1.5, extra: int = 4) -> list[list[int]]:

@@ -163,3 +163,60 @@ def test_the_served_encoder_gets_workers_only_if_it_takes_concurrent_calls(caplo
         assert batcher.workers == expected  # type: ignore[attr-defined]
         batcher.close()  # type: ignore[attr-defined]
     assert "takes one call at a time" in caplog.text  # an explicit setting that cannot hold is said
+
+
+class SoloEncoder(FakeEncoder):
+    """Records which entry point each call took; `encode` can be held to keep a worker busy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entry: list[str] = []
+        self.hold = threading.Event()
+        self.hold.set()
+        self.holding = threading.Event()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.entry.append("encode")
+        return super().encode(texts)
+
+    def encode_alone(self, texts: Sequence[str]) -> np.ndarray:
+        self.entry.append("alone")
+        self.holding.set()
+        assert self.hold.wait(5)
+        return super().encode(texts)
+
+
+def test_a_lone_encode_uses_every_core_and_a_concurrent_one_does_not() -> None:
+    inner = SoloEncoder()
+    batcher = BatchingEncoder(inner, max_wait_ms=0, workers=2)
+    assert np.allclose(batcher.encode(["ring"]), FakeEncoder().encode(["ring"]))
+    assert batcher.submit(["tree"]).result(5).shape == (1, inner.dim)
+    assert inner.entry == ["alone", "alone"] and batcher.alone_batches == 2
+    inner.hold.clear()  # the next lone encode holds its worker while a second request comes in
+    inner.holding.clear()
+    first = batcher.submit(["bus bandwidth"])
+    assert inner.holding.wait(5)
+    second = batcher.submit(["algorithm bandwidth"])  # the other worker takes it, beside the running one
+    assert np.allclose(second.result(5), FakeEncoder().encode(["algorithm bandwidth"]))
+    inner.hold.set()
+    assert np.allclose(first.result(5), FakeEncoder().encode(["bus bandwidth"]))
+    assert inner.entry[2:] == ["alone", "encode"]
+    batcher.close()
+
+
+def test_an_encoder_without_a_solo_entry_is_called_as_before() -> None:
+    inner = FakeEncoder()
+    batcher = BatchingEncoder(inner, max_wait_ms=0, workers=2)
+    batcher.encode(["ring"])
+    assert inner.calls == [1] and batcher.alone_batches == 0
+    batcher.close()
+
+
+def test_the_solo_session_is_on_by_default_and_can_be_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from app.config import Settings
+
+    assert Settings().encoder_solo == min(os.cpu_count() or 1, 4)
+    monkeypatch.setenv("TUTOR_ENCODER_SOLO_THREADS", "0")
+    assert Settings().encoder_solo == 0

@@ -112,3 +112,13 @@ def test_concurrent_encodes_give_the_serial_vectors(onnx_encoder_dir: Path, real
     for t in threads:
         t.join()
     assert all(np.allclose(out[i], serial[i], atol=1e-6) for i in range(len(texts)))
+
+
+def test_encode_alone_runs_a_wider_session_with_the_same_vectors(onnx_encoder_dir: Path, real_encoder: Encoder) -> None:
+    onnx = OnnxEncoder(onnx_encoder_dir, real_encoder.model_id, threads=1, solo_threads=2)
+    assert onnx._solo is not onnx._session and onnx.solo_threads == 2
+    texts = ["ring all-reduce moves chunks around the ring", "idk", "ZeRO-3 shards parameters, gradients and states"]
+    # Thread count changes how onnxruntime splits the sums, not the result beyond float rounding.
+    assert np.allclose(onnx.encode_alone(texts), onnx.encode(texts), atol=1e-5)
+    narrow = OnnxEncoder(onnx_encoder_dir, real_encoder.model_id, threads=2, solo_threads=2)
+    assert narrow._solo is narrow._session and narrow.solo_threads == 2  # no second session when it is no wider
