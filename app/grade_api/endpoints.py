@@ -7,14 +7,14 @@ from typing import Any
 
 from fastapi import APIRouter, status
 from fastapi.responses import JSONResponse
-from sqlalchemy import insert
+from sqlalchemy import Connection, insert
 from sqlalchemy.orm import Session
 
 from app.deps import RuntimeDep, SessionDep
 from app.grade_api.schemas import BatchIn, GradeIn, RubricIn
 from app.grade_api.service import grade_items, load_rubric, register_rubric
 from app.keys.deps import ApiKeyDep, count_usage
-from app.keys.service import Caller, record_usage
+from app.keys.service import Caller, add_usage
 from app.models import Attempt
 from app.runtime import Runtime
 
@@ -38,20 +38,20 @@ class GradedCall:
     attempts: list[dict[str, Any]]
 
     def __call__(self, session: Session) -> None:
-        self.apply_all(session, [self])
+        self.apply_all(session.connection(), [self])
 
     @classmethod
-    def apply_all(cls, session: Session, calls: list[GradedCall]) -> None:
+    def apply_all(cls, connection: Connection, calls: list[GradedCall]) -> None:
         rows = [row for call in calls for row in call.attempts]
-        if rows:  # on the connection: a plain executemany, without the ORM's bulk-insert bookkeeping
-            session.connection().execute(_INSERT_ATTEMPTS, rows)
+        if rows:  # a plain executemany, without the ORM's bulk-insert bookkeeping
+            connection.execute(_INSERT_ATTEMPTS, rows)
         usage: dict[tuple[str, str], list[int]] = {}
         for call in calls:
             counts = usage.setdefault((call.key_id, call.endpoint), [0, 0])
             counts[0] += 1
             counts[1] += call.items
         for (key_id, endpoint), (n, items) in usage.items():
-            record_usage(session, key_id, endpoint, items, calls=n)
+            add_usage(connection, key_id, endpoint, items, calls=n)
 
 
 async def _store(runtime: Runtime, key: Caller, endpoint: str, items: int, attempts: list[dict[str, Any]]) -> None:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from functools import cache
 
 import limits
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -145,15 +145,19 @@ def today() -> str:
 
 def record_usage(session: Session, key_id: str, endpoint: str, items: int = 1, calls: int = 1) -> None:
     """Add `calls` calls (one by default) and `items` graded items to today's counter of this key and endpoint."""
+    add_usage(session.connection(), key_id, endpoint, items, calls)
+
+
+def add_usage(connection: Connection, key_id: str, endpoint: str, items: int = 1, calls: int = 1) -> None:
+    """`record_usage` on a Core connection (the group writer's transaction)."""
     if len(endpoint) > MAX_ENDPOINT_CHARS:
         raise ValueError(f"endpoint name over {MAX_ENDPOINT_CHARS} characters: {endpoint!r}")
     if items < 0 or calls < 0:
         raise ValueError("calls and items must not be negative")
     values = {"key_id": key_id, "day": today(), "endpoint": endpoint, "calls": calls, "items": items}
-    dialect = session.get_bind().dialect.name
     # One atomic statement: concurrent callers serialise on the row and none of them is lost.
     # Run on the connection: the statement is built once, and Core executes it without ORM bookkeeping.
-    session.connection().execute(_usage_upsert(dialect), values)
+    connection.execute(_usage_upsert(connection.dialect.name), values)
 
 
 @cache

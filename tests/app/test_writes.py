@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from sqlalchemy import func, insert, select
+from sqlalchemy import Connection, func, insert, select
 from sqlalchemy.orm import Session
 
 from app.db import make_engine, make_sessionmaker, transaction, upgrade
@@ -138,12 +138,12 @@ class AddLearners:
         self.ids = ids
 
     def __call__(self, session: Session) -> None:
-        self.apply_all(session, [self])
+        self.apply_all(session.connection(), [self])
 
     @classmethod
-    def apply_all(cls, session: Session, writes: list[AddLearners]) -> None:
+    def apply_all(cls, connection: Connection, writes: list[AddLearners]) -> None:
         cls.applied.append(len(writes))
-        session.execute(insert(Learner), [{"id": i} for w in writes for i in w.ids])
+        connection.execute(insert(Learner), [{"id": i} for w in writes for i in w.ids])
 
 
 def _queued_behind_a_slow_write(writer: GroupWriter, writes: list[Callable[[Session], None]]) -> dict[int, Exception]:
@@ -175,6 +175,21 @@ def test_combinable_writes_in_a_group_are_applied_together(writer: GroupWriter) 
     assert errors == {}
     assert _learners(writer) == 5
     assert AddLearners.applied == [2, 1]  # one call per run of combinable writes, around the plain one
+
+
+def test_a_group_of_combinable_writes_commits_on_a_core_connection(writer: GroupWriter,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    factory = writer.factory
+
+    def no_session() -> Session:
+        raise AssertionError("the writer opened an ORM session for combinable writes only")
+
+    monkeypatch.setattr(writer, "factory", no_session)
+    AddLearners.applied = []
+    writer.write(AddLearners("l_core_1", "l_core_2"))
+    assert AddLearners.applied == [1]
+    monkeypatch.setattr(writer, "factory", factory)
+    assert _learners(writer) == 2
 
 
 def test_a_failing_combinable_write_fails_alone(writer: GroupWriter) -> None:
