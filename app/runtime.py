@@ -17,6 +17,7 @@ from app.config import Settings
 from app.db import make_engine, make_sessionmaker, schema_is_current, transaction, upgrade
 from app.errors import UnavailableError
 from app.keys.service import Caller
+from app.memtrim import heap_trimmer
 from app.models import BankState
 from app.writes import GroupWriter
 from ingest.embedder import Encoder, SentenceTransformerEncoder
@@ -24,6 +25,8 @@ from ingest.index import LoadedIndex, load_index
 from ingest.pipeline import INDEX_VERSION_KEY
 
 log = logging.getLogger(__name__)
+
+TRIM_S = 5.0  # how often a serving process hands freed heap memory back (app/memtrim.py)
 
 EncoderFactory = Callable[[Settings], Encoder]
 
@@ -168,16 +171,27 @@ class Runtime:
         log.info("now serving index %s (was %s)", index.version[:16], current[:16])
         return True
 
-    def watch(self, every_s: float) -> None:
-        """Look for a newer ingestion every `every_s` seconds on a background thread (0: never)."""
-        if every_s <= 0:
+    def watch(self, every_s: float, trim_s: float = TRIM_S) -> None:
+        """Housekeeping on a background thread: look for a newer ingestion every `every_s` seconds
+        (0: never), and hand freed heap memory back to the system every `trim_s` (0: never)."""
+        trim = heap_trimmer() if trim_s > 0 else None
+        tasks = [(every_s, self.reload_if_changed)] if every_s > 0 else []
+        if trim is not None:
+            tasks.append((trim_s, trim))
+        if not tasks:
             return
+        tick = min(period for period, _ in tasks)
 
         def loop() -> None:
-            while not self._stop.wait(every_s):
-                self.reload_if_changed()
+            due = [period for period, _ in tasks]
+            while not self._stop.wait(tick):
+                for i, (period, task) in enumerate(tasks):
+                    due[i] -= tick
+                    if due[i] <= 1e-9:
+                        due[i] = period
+                        task()
 
-        threading.Thread(target=loop, name="bank-reload", daemon=True).start()
+        threading.Thread(target=loop, name="housekeeping", daemon=True).start()
 
     def check_database(self) -> None:
         """Raise when the database cannot be reached."""

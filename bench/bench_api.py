@@ -19,6 +19,7 @@ import psutil
 from bench_encoder import ANSWER
 from common import bench_env, dev_answers, percentiles, prepared_data, served
 
+from app.runtime import TRIM_S
 from tests.serving import run_tutor
 
 WRK = shutil.which("wrk")
@@ -142,6 +143,8 @@ def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64)) -> dict[str, object]:
                 out[label] = dict(sorted(rates.items()))
                 if label == "batched":
                     out["rss_mb"] = psutil.Process(proc.pid).memory_info().rss / 2**20  # after the load
+                    time.sleep(TRIM_S + 1)  # and once the housekeeping thread has handed freed memory back
+                    out["rss_idle_mb"] = psutil.Process(proc.pid).memory_info().rss / 2**20
         # The baseline before the fast path: PyTorch, one request's answer encoded at a time.
         env = bench_env(data, TUTOR_ENCODER_BACKEND="torch", TUTOR_BATCH_MAX="1", TUTOR_ENCODER_WORKERS="1")
         key = _key(env)

@@ -23,7 +23,8 @@ def main() -> None:
     api = api_figures()
     print(f"\n## API (backend {api['backend']}; load from {api['load_tool']})")
     print(f"ready after start: {api['ready_s']:.2f} s, median of {api['ready_all_s']} (target <= 2 s); "
-          f"resident memory after the load {api['rss_mb']:.0f} MB (<= 300)")
+          f"resident memory right after the load {api['rss_mb']:.0f} MB, {api['rss_idle_mb']:.0f} MB "
+          "a few seconds later (<= 300)")
     onnx, torch = enc["onnx-int8"], enc["torch-fp32"]
     print(f"int8 as served: {onnx['workers']:.0f} worker(s) x {onnx['threads']:.0f} onnxruntime thread(s), "
           f"a lone request on {onnx['solo_threads']:.0f}; "
