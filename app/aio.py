@@ -8,13 +8,14 @@ cores stay with the encoder.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import TypeVar
 
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
+from ingest.batching import Continued
 from ingest.embedder import Encoder
 
 T = TypeVar("T")
@@ -42,3 +43,15 @@ async def encode(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
         vectors: np.ndarray = await settled(submit(list(texts)))
         return vectors
     return await run_in_threadpool(encoder.encode, list(texts))
+
+
+async def encode_then(
+    encoder: Encoder, texts: Sequence[str], then: Callable[[np.ndarray], T]
+) -> np.ndarray | Continued:
+    """The texts' vectors, or `Continued(then(vectors))` when the micro-batcher encoded them alone
+    and ran `then` on its worker (`BatchingEncoder.submit`). `then` must be safe on any thread."""
+    submit = getattr(encoder, "submit", None)
+    if submit is None or not texts:
+        return await encode(encoder, texts)
+    outcome: np.ndarray | Continued = await settled(submit(list(texts), then))
+    return outcome

@@ -92,6 +92,18 @@ class GroupWriter(Coalescer[_Job]):
         except FutureTimeout as exc:
             raise _timed_out() from exc
 
+    def write_if_idle(self, write: Write) -> bool:
+        """Commit `write` on this thread if the writer is idle (True), else leave it (False).
+
+        For a thread that must not wait behind other writes (an encoder worker finishing a lone
+        request): when this returns False the caller queues the write with `awrite` instead.
+        Raises the write's own error when it fails.
+        """
+        with self._idle() as idle:
+            if idle:
+                self._commit([_Job(write)])
+        return idle
+
     async def awrite(self, write: Write) -> None:
         """`write` for the event loop: queue it and await its commit without holding a thread.
 

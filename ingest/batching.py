@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -18,10 +19,18 @@ class OverloadedError(RuntimeError):
     """The encode queue is full; the caller should answer 503 with Retry-After."""
 
 
+@dataclass(frozen=True)
+class Continued:
+    """What a job's continuation returned, having run on the encoder's worker (see `submit`)."""
+
+    value: Any
+
+
 @dataclass
 class _Job:
     texts: list[str]
-    future: Future[np.ndarray] = field(default_factory=Future)
+    then: Callable[[np.ndarray], Any] | None = None
+    future: Future[Any] = field(default_factory=Future)
 
 
 class BatchingEncoder(Coalescer[_Job]):
@@ -63,34 +72,42 @@ class BatchingEncoder(Coalescer[_Job]):
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._idle() as idle:
             if idle:
-                vectors = self._encode(list(texts))
+                vectors, _ = self._encode(list(texts))
                 self.batches.append(len(texts))
                 return vectors
-        return self.submit(texts).result()
+        result: np.ndarray = self.submit(texts).result()
+        return result
 
-    def submit(self, texts: Sequence[str]) -> Future[np.ndarray]:
+    def submit(self, texts: Sequence[str], then: Callable[[np.ndarray], Any] | None = None) -> Future[Any]:
         """Queue the texts for the next batch; the future holds their vectors (for async callers).
+
+        With `then`: when the texts were encoded alone (no other encode running, none queued, no
+        batch-mates), the worker goes on to call `then(vectors)` and the future holds
+        `Continued(its value)` (or its error): a request at low load finishes on the thread that
+        encoded it, warm, without waiting for the event loop in between. Otherwise the future
+        holds the vectors and the caller does the rest itself.
 
         Raises OverloadedError when the queue is full.
         """
-        job = _Job(list(texts))
+        job = _Job(list(texts), then)
         if not job.texts:
             job.future.set_result(np.zeros((0, self.dim), dtype=np.float32))
             return job.future
         self._enqueue(job, OverloadedError("the grader is at capacity; retry in a moment"))
         return job.future
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
-        """The inner encoder's vectors: on every core when this is the only encode and none is queued."""
+    def _encode(self, texts: list[str]) -> tuple[np.ndarray, bool]:
+        """The inner encoder's vectors, and whether this was the only encode with none queued (then
+        on every core, where the inner encoder has `encode_alone`)."""
         with self._running_lock:
             self._running += 1
-            alone = self._alone is not None and self._running == 1 and self._queue.empty()
+            alone = self._running == 1 and self._queue.empty()
             if alone:
                 self.alone_batches += 1
         try:
-            if alone:
-                return self._alone(texts)  # type: ignore[misc]
-            return self.inner.encode(texts)
+            if alone and self._alone is not None:
+                return self._alone(texts), True
+            return self.inner.encode(texts), alone
         finally:
             with self._running_lock:
                 self._running -= 1
@@ -101,12 +118,19 @@ class BatchingEncoder(Coalescer[_Job]):
     def _process(self, jobs: list[_Job]) -> None:
         texts = [t for job in jobs for t in job.texts]
         try:
-            vectors = self._encode(texts)
+            vectors, alone = self._encode(texts)
         except Exception as exc:  # every waiting caller gets the error, the worker keeps going
             for job in jobs:
                 job.future.set_exception(exc)
             return
         self.batches.append(len(texts))
+        then = jobs[0].then if alone and len(jobs) == 1 else None
+        if then is not None:
+            try:
+                jobs[0].future.set_result(Continued(then(vectors)))
+            except Exception as exc:  # the continuation's own error, for its caller only
+                jobs[0].future.set_exception(exc)
+            return
         start = 0
         for job in jobs:
             job.future.set_result(vectors[start : start + len(job.texts)])

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+import numpy as np
 from fastapi import APIRouter, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import Connection, insert
 from sqlalchemy.orm import Session
 
+from app.aio import encode_then
 from app.deps import RuntimeDep, SessionDep
 from app.grade_api.schemas import BatchIn, GradeIn, RubricIn
-from app.grade_api.service import grade_items, load_rubric, register_rubric
+from app.grade_api.service import grade_items, load_rubric, prepare_items, register_rubric
 from app.keys.deps import ApiKeyDep, count_usage
 from app.keys.service import Caller, add_usage
 from app.models import Attempt
 from app.runtime import Runtime
+from ingest.batching import Continued
 
 router = APIRouter(prefix="/v1", tags=["grading API"])
 
@@ -71,9 +75,31 @@ async def grade_one(body: GradeIn, runtime: RuntimeDep, key: ApiKeyDep) -> JSONR
 
 
 async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> JSONResponse:
-    """What POST /v1/grade answers (the route and the hot path in `fastpath.py` both answer this)."""
-    (result,), attempts = await grade_items(runtime, key, [body], strict=True)
-    await _store(runtime, key, "grade", 1, attempts)
+    """What POST /v1/grade answers (the route and the hot path in `fastpath.py` both answer this).
+
+    A request that has the encoder to itself is finished on the worker that encoded it: graded
+    there, and committed there too when the group writer is idle (`then` below). Each hand-over
+    between threads costs a wake-up, and at low load each thread wakes cold; this saves two of
+    the four (docs/PERFORMANCE.md). Under load, the event loop grades and the group writer
+    commits, as for every other call.
+    """
+    prepared = await prepare_items(runtime, key, [body], strict=True)
+    encoder, _, _ = runtime.grading()
+    call = partial(GradedCall, key.id, "grade", 1)
+
+    def then(vectors: np.ndarray) -> tuple[dict[str, Any], GradedCall | None]:
+        (result,), attempts = prepared.finish(vectors)
+        write = call(attempts)
+        return result, (None if runtime.writer.write_if_idle(write) else write)
+
+    outcome = await encode_then(encoder, prepared.texts, then)
+    if isinstance(outcome, Continued):
+        result, unwritten = outcome.value
+        if unwritten is not None:
+            await runtime.writer.awrite(unwritten)
+    else:
+        (result,), attempts = prepared.finish(outcome)
+        await runtime.writer.awrite(call(attempts))
     return JSONResponse(result)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -14,6 +16,7 @@ from app.db import transaction
 from app.errors import NotFoundError
 from app.grade_api.schemas import GradeIn, RubricIn
 from app.grading import GradeResult, GradingItem, Rubric, plan_many, prepare_many
+from app.grading.grader import Plan
 from app.ids import new_id
 from app.keys.service import Caller
 from app.models import StoredRubric
@@ -118,6 +121,66 @@ def _resolve(runtime: Runtime, index: LoadedIndex, book: RubricBook, key: Caller
     return [t for t in out if t is not None]
 
 
+@dataclass
+class Prepared:
+    """Items resolved and checked, waiting for their answers' vectors (`texts`) to be graded."""
+
+    key: Caller
+    model_id: str
+    items: list[GradeIn]
+    targets: list[Resolved]
+    graded: list[int]
+    plan: Plan
+
+    @property
+    def texts(self) -> list[str]:
+        """The texts to encode (answers that no check has settled)."""
+        return self.plan.texts
+
+    def finish(self, vectors: np.ndarray) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The results in item order and the attempt rows to store. Pure: safe on any thread."""
+        results = dict(zip(self.graded, self.plan.finish(vectors), strict=True))
+        out: list[dict[str, Any]] = []
+        attempts: list[dict[str, Any]] = []
+        for i, target in enumerate(self.targets):
+            if isinstance(target, NotFoundError):
+                out.append({"error": {"code": target.code, "message": target.message, "details": target.details}})
+                continue
+            result = results[i]
+            if target.view is not None:
+                view = verdict_view(target.view, result, self.model_id)
+            else:
+                view = generic_view(result, self.model_id)
+            attempt = {
+                "id": new_id("a"),
+                "question_id": target.view["question_id"] if target.view is not None else None,
+                "rubric_id": target.rubric_id,
+                "api_key_id": self.key.id,
+                "answer": self.items[i].answer,
+                "choice": self.items[i].choice,
+                "verdict": result.verdict,
+                "score": result.score,
+                "confidence": result.confidence,
+                "result": view,
+                "grader_version": result.grader_version,
+                "model_id": self.model_id,
+            }
+            attempts.append(attempt)
+            out.append({**view, "attempt_id": attempt["id"]})
+        return out, attempts
+
+
+async def prepare_items(runtime: Runtime, key: Caller, items: list[GradeIn], *, strict: bool = False) -> Prepared:
+    """Resolve each item's target (caches first, the database for the rest) and run the checks
+    that need no encoder; per-item errors stay per item unless strict."""
+    encoder, index, book = runtime.grading()
+    targets = await _targets(runtime, index, book, key, items, strict)
+    graded = [i for i, t in enumerate(targets) if isinstance(t, _Target)]
+    rubrics = [t.rubric for t in targets if isinstance(t, _Target)]
+    plan = plan_many(rubrics, [items[i].answer for i in graded], [items[i].choice for i in graded])
+    return Prepared(key, encoder.model_id, items, targets, graded, plan)
+
+
 async def grade_items(
     runtime: Runtime, key: Caller, items: list[GradeIn], *, strict: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -127,37 +190,6 @@ async def grade_items(
     On the event loop: the encode is awaited from the micro-batcher, the database is read only for
     what the runtime's caches do not hold.
     """
-    encoder, index, book = runtime.grading()
-    targets = await _targets(runtime, index, book, key, items, strict)
-    graded = [i for i, t in enumerate(targets) if isinstance(t, _Target)]
-    rubrics = [t.rubric for t in targets if isinstance(t, _Target)]
-    plan = plan_many(rubrics, [items[i].answer for i in graded], [items[i].choice for i in graded])
-    results = dict(zip(graded, plan.finish(await encode(encoder, plan.texts)), strict=True))
-    out: list[dict[str, Any]] = []
-    attempts: list[dict[str, Any]] = []
-    for i, target in enumerate(targets):
-        if isinstance(target, NotFoundError):
-            out.append({"error": {"code": target.code, "message": target.message, "details": target.details}})
-            continue
-        result = results[i]
-        if target.view is not None:
-            view = verdict_view(target.view, result, encoder.model_id)
-        else:
-            view = generic_view(result, encoder.model_id)
-        attempt = {
-            "id": new_id("a"),
-            "question_id": target.view["question_id"] if target.view is not None else None,
-            "rubric_id": target.rubric_id,
-            "api_key_id": key.id,
-            "answer": items[i].answer,
-            "choice": items[i].choice,
-            "verdict": result.verdict,
-            "score": result.score,
-            "confidence": result.confidence,
-            "result": view,
-            "grader_version": result.grader_version,
-            "model_id": encoder.model_id,
-        }
-        attempts.append(attempt)
-        out.append({**view, "attempt_id": attempt["id"]})
-    return out, attempts
+    prepared = await prepare_items(runtime, key, items, strict=strict)
+    encoder, _, _ = runtime.grading()
+    return prepared.finish(await encode(encoder, prepared.texts))

@@ -218,3 +218,44 @@ def test_concurrent_calls_are_each_stored_and_counted(
     engine.dispose()
     assert rows == {"grade": (16, 16), "grade/batch": (8, 16)}
     assert _count(client, api_key_id=key_id) == 16 + 16
+
+
+@pytest.mark.parametrize("way", ["on the worker", "worker grades, writer busy", "on the loop"])
+def test_a_lone_grade_is_stored_and_counted_whichever_thread_finishes_it(
+    client: TestClient, make_key: Callable[..., tuple[str, str]], monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    """A lone request is graded (and committed, when the writer is idle) on the encoder's worker;
+    under load the loop grades and the group writer commits. The answer is the same."""
+    from app.grade_api import endpoints
+
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    ran: list[str] = []
+    real_encode_then = endpoints.encode_then
+
+    async def tracking(encoder: object, texts: list[str], then: Callable[..., object]) -> object:
+        outcome = await real_encode_then(encoder, texts, then)  # type: ignore[arg-type]
+        ran.append(type(outcome).__name__)
+        return outcome
+
+    monkeypatch.setattr(endpoints, "encode_then", tracking)
+    if way == "worker grades, writer busy":
+        monkeypatch.setattr(runtime.writer, "write_if_idle", lambda write: False)
+    if way == "on the loop":  # as if the request had batch-mates: the future holds plain vectors
+        async def vectors_only(encoder: object, texts: list[str], then: Callable[..., object]) -> object:
+            from app.aio import encode
+
+            ran.append("ndarray")
+            return await encode(encoder, texts)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(endpoints, "encode_then", vectors_only)
+    key_id, secret = make_key()
+    body = {**INLINE, "answer": "every rank ends up holding all the chunks"}  # free text: it needs an encode
+    res = client.post("/v1/grade", json=body, headers={"X-API-Key": secret})
+    assert res.status_code == 200, res.text
+    data = res.json()
+    assert data["verdict"] in {"correct", "partial", "incorrect"} and data["matched_answer"] is not None
+    assert ran == (["ndarray"] if way == "on the loop" else ["Continued"])
+    assert _count(client, api_key_id=key_id, id=data["attempt_id"]) == 1
+    with transaction(runtime.factory) as s:
+        rows = usage(s, key_id)
+    assert [(r.endpoint, r.calls, r.items) for r in rows] == [("grade", 1, 1)]

@@ -208,7 +208,7 @@ def test_an_encoder_without_a_solo_entry_is_called_as_before() -> None:
     inner = FakeEncoder()
     batcher = BatchingEncoder(inner, max_wait_ms=0, workers=2)
     batcher.encode(["ring"])
-    assert inner.calls == [1] and batcher.alone_batches == 0
+    assert inner.calls == [1] and batcher.alone_batches == 1  # alone, on the one entry point it has
     batcher.close()
 
 
@@ -220,3 +220,34 @@ def test_the_solo_session_is_on_by_default_and_can_be_turned_off(monkeypatch: py
     assert Settings().encoder_solo == min(os.cpu_count() or 1, 4)
     monkeypatch.setenv("TUTOR_ENCODER_SOLO_THREADS", "0")
     assert Settings().encoder_solo == 0
+
+
+def test_a_lone_job_continues_on_the_worker_and_a_batched_one_does_not() -> None:
+    from ingest.batching import Continued
+
+    inner = SlowEncoder(0.05)
+    batcher = BatchingEncoder(inner, max_wait_ms=0, max_batch=64, workers=1)
+    threads: list[str] = []
+
+    def then(vectors: np.ndarray) -> float:
+        threads.append(threading.current_thread().name)
+        return float(vectors.sum())
+
+    lone = batcher.submit(["ring all-reduce"], then).result(5)
+    assert isinstance(lone, Continued) and threads == ["encoder-batcher"]
+    assert lone.value == pytest.approx(float(FakeEncoder().encode(["ring all-reduce"]).sum()), rel=1e-6)
+
+    def failing(vectors: np.ndarray) -> None:
+        raise LookupError("the continuation's own error")
+
+    with pytest.raises(LookupError, match="own error"):
+        batcher.submit(["tree all-reduce"], failing).result(5)
+    # Jobs that queue behind a running encode go together: each gets its vectors, nobody's `then` runs.
+    holder = batcher.submit(["holds the worker"])
+    time.sleep(0.01)
+    queued = [batcher.submit([f"answer {i}"], then) for i in range(3)]
+    holder.result(5)
+    for i, future in enumerate(queued):
+        assert np.allclose(future.result(5), FakeEncoder().encode([f"answer {i}"]))
+    assert threads == ["encoder-batcher"] and inner.calls[-1] == 3
+    batcher.close()
