@@ -46,12 +46,14 @@ async def encode(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
 
 
 async def encode_then(
-    encoder: Encoder, texts: Sequence[str], then: Callable[[np.ndarray], T]
+    encoder: Encoder, texts: Sequence[str], then: Callable[[np.ndarray], T], timeout_s: float | None = None
 ) -> np.ndarray | Continued:
     """The texts' vectors, or `Continued(then(vectors))` when the micro-batcher encoded them alone
-    and ran `then` on its worker (`BatchingEncoder.submit`). `then` must be safe on any thread."""
+    and ran `then` on its worker (`BatchingEncoder.submit`). `then` must be safe on any thread.
+
+    Raises TimeoutError after `timeout_s` (a `then` that writes can wait on the database)."""
     submit = getattr(encoder, "submit", None)
     if submit is None or not texts:
         return await encode(encoder, texts)
-    outcome: np.ndarray | Continued = await settled(submit(list(texts), then))
+    outcome: np.ndarray | Continued = await settled(submit(list(texts), then), timeout_s)
     return outcome

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.aio import encode_then
 from app.deps import RuntimeDep, SessionDep
+from app.errors import UnavailableError
 from app.grade_api.schemas import BatchIn, GradeIn, RubricIn
 from app.grade_api.service import grade_items, load_rubric, prepare_items, register_rubric
 from app.keys.deps import ApiKeyDep, count_usage
@@ -92,7 +93,10 @@ async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> JS
         write = call(attempts)
         return result, (None if runtime.writer.write_if_idle(write) else write)
 
-    outcome = await encode_then(encoder, prepared.texts, then)
+    try:  # as long as a queued write may take (the worker may commit this one itself)
+        outcome = await encode_then(encoder, prepared.texts, then, runtime.writer.timeout_s)
+    except TimeoutError as exc:
+        raise UnavailableError("the grader did not answer in time; retry in a moment", retry_after=5) from exc
     if isinstance(outcome, Continued):
         result, unwritten = outcome.value
         if unwritten is not None:

@@ -232,8 +232,8 @@ def test_a_lone_grade_is_stored_and_counted_whichever_thread_finishes_it(
     ran: list[str] = []
     real_encode_then = endpoints.encode_then
 
-    async def tracking(encoder: object, texts: list[str], then: Callable[..., object]) -> object:
-        outcome = await real_encode_then(encoder, texts, then)  # type: ignore[arg-type]
+    async def tracking(encoder: object, texts: list[str], then: Callable[..., object], timeout_s: float) -> object:
+        outcome = await real_encode_then(encoder, texts, then, timeout_s)  # type: ignore[arg-type]
         ran.append(type(outcome).__name__)
         return outcome
 
@@ -241,7 +241,8 @@ def test_a_lone_grade_is_stored_and_counted_whichever_thread_finishes_it(
     if way == "worker grades, writer busy":
         monkeypatch.setattr(runtime.writer, "write_if_idle", lambda write: False)
     if way == "on the loop":  # as if the request had batch-mates: the future holds plain vectors
-        async def vectors_only(encoder: object, texts: list[str], then: Callable[..., object]) -> object:
+        async def vectors_only(encoder: object, texts: list[str], then: Callable[..., object], timeout_s: float
+                               ) -> object:
             from app.aio import encode
 
             ran.append("ndarray")
@@ -259,3 +260,25 @@ def test_a_lone_grade_is_stored_and_counted_whichever_thread_finishes_it(
     with transaction(runtime.factory) as s:
         rows = usage(s, key_id)
     assert [(r.endpoint, r.calls, r.items) for r in rows] == [("grade", 1, 1)]
+
+
+def test_a_lone_grade_whose_commit_hangs_answers_503_in_time(
+    client: TestClient, make_key: Callable[..., tuple[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    release = threading.Event()
+
+    def hanging(write: object) -> bool:  # the database stops answering mid-commit
+        release.wait(10)
+        return False
+
+    monkeypatch.setattr(runtime.writer, "write_if_idle", hanging)
+    monkeypatch.setattr(runtime.writer, "timeout_s", 0.3)
+    _, secret = make_key()
+    body = {**INLINE, "answer": "every rank ends up holding all the chunks"}
+    res = client.post("/v1/grade", json=body, headers={"X-API-Key": secret})
+    release.set()
+    assert res.status_code == 503 and res.headers["Retry-After"] == "5"
+    assert res.json()["error"]["code"] == "unavailable"
