@@ -189,7 +189,10 @@ class Runtime:
                     due[i] -= tick
                     if due[i] <= 1e-9:
                         due[i] = period
-                        task()
+                        try:
+                            task()
+                        except Exception:  # one failed run must not end the other tasks' thread
+                            log.exception("housekeeping task %s failed", getattr(task, "__name__", task))
 
         threading.Thread(target=loop, name="housekeeping", daemon=True).start()
 

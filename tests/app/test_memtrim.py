@@ -53,3 +53,22 @@ def test_the_housekeeping_thread_trims_and_reloads_on_their_own_periods(monkeypa
     stop.set()
     assert 12 <= calls.count("reload") <= 25 and 4 <= calls.count("trim") <= 9
     assert calls.count("reload") > 2 * calls.count("trim")
+
+
+def test_a_failing_housekeeping_task_does_not_stop_the_others(monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    from app import runtime as runtime_module
+    from app.runtime import Runtime
+
+    trims: list[int] = []
+    monkeypatch.setattr(runtime_module, "heap_trimmer", lambda: lambda: trims.append(1) or True)
+
+    def reload_fails(self: object) -> bool:
+        raise RuntimeError("the database went away")
+
+    stop = threading.Event()
+    fake = type("R", (), {"_stop": stop, "reload_if_changed": reload_fails})()
+    Runtime.watch(fake, 0.02, trim_s=0.04)  # type: ignore[arg-type]
+    time.sleep(0.3)
+    stop.set()
+    assert len(trims) >= 4 and "housekeeping task" in caplog.text and "went away" in caplog.text
