@@ -175,26 +175,22 @@ class Runtime:
         """Housekeeping on a background thread: look for a newer ingestion every `every_s` seconds
         (0: never), and hand freed heap memory back to the system every `trim_s` (0: never)."""
         trim = heap_trimmer() if trim_s > 0 else None
-        tasks = [(every_s, self.reload_if_changed)] if every_s > 0 else []
+        if every_s > 0:
+            self._every(every_s, self.reload_if_changed, "bank-reload")
         if trim is not None:
-            tasks.append((trim_s, trim))
-        if not tasks:
-            return
-        tick = min(period for period, _ in tasks)
+            self._every(trim_s, trim, "heap-trim")
+
+    def _every(self, period_s: float, task: Callable[[], object], name: str) -> None:
+        """Run `task` every `period_s` on a daemon thread until close; a run that raises is logged."""
 
         def loop() -> None:
-            due = [period for period, _ in tasks]
-            while not self._stop.wait(tick):
-                for i, (period, task) in enumerate(tasks):
-                    due[i] -= tick
-                    if due[i] <= 1e-9:
-                        due[i] = period
-                        try:
-                            task()
-                        except Exception:  # one failed run must not end the other tasks' thread
-                            log.exception("housekeeping task %s failed", getattr(task, "__name__", task))
+            while not self._stop.wait(period_s):
+                try:
+                    task()
+                except Exception:  # one failed run must not end the next ones
+                    log.exception("housekeeping task %s failed", name)
 
-        threading.Thread(target=loop, name="housekeeping", daemon=True).start()
+        threading.Thread(target=loop, name=name, daemon=True).start()
 
     def check_database(self) -> None:
         """Raise when the database cannot be reached."""

@@ -70,8 +70,9 @@ class OnnxEncoder:
         self.threads = threads or min(4, os.cpu_count() or 1)
         self._session = _session(folder / ONNX_FILE, self.threads)
         # Only one session per thread count: a solo session no wider than the shared one is that one.
-        self.solo_threads = solo_threads if solo_threads > self.threads else self.threads
-        self._solo = _session(folder / ONNX_FILE, solo_threads) if solo_threads > self.threads else self._session
+        wider = solo_threads > self.threads
+        self.solo_threads = solo_threads if wider else self.threads
+        self._solo = _session(folder / ONNX_FILE, solo_threads) if wider else self._session
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

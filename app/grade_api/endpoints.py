@@ -85,7 +85,6 @@ async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> JS
     commits, as for every other call.
     """
     prepared = await prepare_items(runtime, key, [body], strict=True)
-    encoder, _, _ = runtime.grading()
     call = partial(GradedCall, key.id, "grade", 1)
 
     def then(vectors: np.ndarray) -> tuple[dict[str, Any], GradedCall | None]:
@@ -94,7 +93,7 @@ async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> JS
         return result, (None if runtime.writer.write_if_idle(write) else write)
 
     try:  # as long as a queued write may take (the worker may commit this one itself)
-        outcome = await encode_then(encoder, prepared.texts, then, runtime.writer.timeout_s)
+        outcome = await encode_then(prepared.encoder, prepared.texts, then, runtime.writer.timeout_s)
     except TimeoutError as exc:
         raise UnavailableError("the grader did not answer in time; retry in a moment", retry_after=5) from exc
     if isinstance(outcome, Continued):

@@ -21,6 +21,7 @@ from app.ids import new_id
 from app.keys.service import Caller
 from app.models import StoredRubric
 from app.runtime import Runtime
+from ingest.embedder import Encoder
 from ingest.index import LoadedIndex
 
 
@@ -126,11 +127,16 @@ class Prepared:
     """Items resolved and checked, waiting for their answers' vectors (`texts`) to be graded."""
 
     key: Caller
-    model_id: str
+    encoder: Encoder  # the runtime's, as it was when the items were resolved
     items: list[GradeIn]
     targets: list[Resolved]
     graded: list[int]
     plan: Plan
+
+    @property
+    def model_id(self) -> str:
+        """The encoder's model, named in every result and attempt."""
+        return self.encoder.model_id
 
     @property
     def texts(self) -> list[str]:
@@ -178,7 +184,7 @@ async def prepare_items(runtime: Runtime, key: Caller, items: list[GradeIn], *, 
     graded = [i for i, t in enumerate(targets) if isinstance(t, _Target)]
     rubrics = [t.rubric for t in targets if isinstance(t, _Target)]
     plan = plan_many(rubrics, [items[i].answer for i in graded], [items[i].choice for i in graded])
-    return Prepared(key, encoder.model_id, items, targets, graded, plan)
+    return Prepared(key, encoder, items, targets, graded, plan)
 
 
 async def grade_items(
@@ -191,5 +197,4 @@ async def grade_items(
     what the runtime's caches do not hold.
     """
     prepared = await prepare_items(runtime, key, items, strict=strict)
-    encoder, _, _ = runtime.grading()
-    return prepared.finish(await encode(encoder, prepared.texts))
+    return prepared.finish(await encode(prepared.encoder, prepared.texts))

@@ -71,8 +71,7 @@ def _misconception(rubric: Rubric, sig: Signals, answer_stems: set[str], skip: i
 
 def _states_claim(rubric: Rubric, wrong: int, answer_stems: set[str]) -> bool:
     """Whether the answer uses a word of the wrong option that no accepted answer uses (or it has none)."""
-    accepted = {s for ref in rubric.ref_stems for s in ref.stems}
-    own = [s for s in rubric.wrong_stems[wrong].stems if not has_match(s, accepted)]
+    own = rubric.wrong_own_stems[wrong]
     return not own or any(has_match(s, answer_stems) for s in own)
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from app.grading.align import WeightedStems
 from app.grading.roles import Clause
+from app.grading.text import has_match
 
 GRADER_VERSION = "grader-1.4"
 
@@ -47,6 +49,12 @@ class Rubric:
     offset_correct: float = 0.0
     offset_partial: float = 0.0
     version: str = GRADER_VERSION
+
+    @cached_property
+    def wrong_own_stems(self) -> list[list[str]]:
+        """Per wrong option, its stems that no accepted answer uses: what stating its claim takes."""
+        accepted = {s for ref in self.ref_stems for s in ref.stems}
+        return [[s for s in wrong.stems if not has_match(s, accepted)] for wrong in self.wrong_stems]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict; vectors are base64 float32."""
