@@ -120,8 +120,24 @@ def cpu_split(pid: int, load: Callable[[], tuple[float, int, int]], seconds: flo
                     "machine_idle": idle}
 
 
-def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64)) -> dict[str, object]:
-    """Every API figure in one run, for batching on and off."""
+def paired(load: Callable[[], tuple[float, int, int]], encoder_rate: Callable[[], float], rounds: int = 3
+           ) -> list[dict[str, float]]:
+    """The API's rate under `load` and the encoder's own rate measured right before and right after
+    it, `rounds` times: a ratio of two rates taken minutes apart moves with the machine's speed."""
+    out = []
+    for _ in range(rounds):
+        before = encoder_rate()
+        rate = load()[0]
+        after = encoder_rate()
+        out.append({"api_per_s": rate, "encoder_before_per_s": before, "encoder_after_per_s": after,
+                    "ratio": 2 * rate / (before + after)})
+    return out
+
+
+def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64), encoder_rate: Callable[[], float] | None = None
+                ) -> dict[str, object]:
+    """Every API figure in one run, for batching on and off; with `encoder_rate`, the 32-client rate is
+    also measured between runs of the encoder (`paired`)."""
     out: dict[str, object] = {"load_tool": "wrk" if WRK else "python httpx threads (install wrk for fair figures)"}
     with prepared_data() as data:
         start = time.perf_counter()
@@ -141,6 +157,8 @@ def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64)) -> dict[str, object]:
                 # 32 clients always, with where the CPU went
                 rates[32], out[f"{label}_cpu_32"] = cpu_split(proc.pid, partial(throughput, base, key, qid, 32))
                 out[label] = dict(sorted(rates.items()))
+                if label == "batched" and encoder_rate is not None:
+                    out["paired_32"] = paired(partial(throughput, base, key, qid, 32), encoder_rate)
                 if label == "batched":
                     out["rss_mb"] = psutil.Process(proc.pid).memory_info().rss / 2**20  # after the load
                     time.sleep(TRIM_S + 1)  # and once the housekeeping thread has handed freed memory back
