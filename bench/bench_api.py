@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import psutil
-from bench_encoder import ANSWER
+from bench_encoder import ANSWER, EncoderProbe
 from common import bench_env, dev_answers, percentiles, prepared_data, served
 
 from app.runtime import TRIM_S
@@ -120,24 +120,30 @@ def cpu_split(pid: int, load: Callable[[], tuple[float, int, int]], seconds: flo
                     "machine_idle": idle}
 
 
-def paired(load: Callable[[], tuple[float, int, int]], encoder_rate: Callable[[], float], rounds: int = 3
-           ) -> list[dict[str, float]]:
-    """The API's rate under `load` and the encoder's own rate measured right before and right after
-    it, `rounds` times: a ratio of two rates taken minutes apart moves with the machine's speed."""
+def _p50(base: str, key: str, qid: str) -> float:
+    return latency(base, key, qid, ANSWER, 5.0)[0]
+
+
+def _rate_32(base: str, key: str, qid: str) -> float:
+    return throughput(base, key, qid, 32)[0]
+
+
+def paired(api: Callable[[], float], encoder: Callable[[], float], rounds: int = 3) -> list[dict[str, float]]:
+    """An API figure measured between two runs of the encoder's, `rounds` times; each pair's ratio is
+    the API's figure over the mean of the two encoder figures around it."""
     out = []
     for _ in range(rounds):
-        before = encoder_rate()
-        rate = load()[0]
-        after = encoder_rate()
-        out.append({"api_per_s": rate, "encoder_before_per_s": before, "encoder_after_per_s": after,
-                    "ratio": 2 * rate / (before + after)})
+        before = encoder()
+        figure = api()
+        after = encoder()
+        out.append({"api": figure, "encoder_before": before, "encoder_after": after,
+                    "ratio": 2 * figure / (before + after)})
     return out
 
 
-def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64), encoder_rate: Callable[[], float] | None = None
-                ) -> dict[str, object]:
-    """Every API figure in one run, for batching on and off; with `encoder_rate`, the 32-client rate is
-    also measured between runs of the encoder (`paired`)."""
+def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64), probe: EncoderProbe | None = None) -> dict[str, object]:
+    """Every API figure in one run, for batching on and off; with a `probe`, the one-client p50 and the
+    32-client rate are measured again, each between two runs of the encoder (`paired`)."""
     out: dict[str, object] = {"load_tool": "wrk" if WRK else "python httpx threads (install wrk for fair figures)"}
     with prepared_data() as data:
         start = time.perf_counter()
@@ -157,8 +163,9 @@ def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64), encoder_rate: Callable
                 # 32 clients always, with where the CPU went
                 rates[32], out[f"{label}_cpu_32"] = cpu_split(proc.pid, partial(throughput, base, key, qid, 32))
                 out[label] = dict(sorted(rates.items()))
-                if label == "batched" and encoder_rate is not None:
-                    out["paired_32"] = paired(partial(throughput, base, key, qid, 32), encoder_rate)
+                if label == "batched" and probe is not None:
+                    out["paired_p50"] = paired(partial(_p50, base, key, qid), probe.lone_p50_ms)
+                    out["paired_32"] = paired(partial(_rate_32, base, key, qid), probe.rate)
                 if label == "batched":
                     out["rss_mb"] = psutil.Process(proc.pid).memory_info().rss / 2**20  # after the load
                     time.sleep(TRIM_S + 1)  # and once the housekeeping thread has handed freed memory back

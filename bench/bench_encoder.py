@@ -96,21 +96,32 @@ def mix_rate(enc: object, size: int, concurrency: int = 1, passes: int = 1) -> f
     return len(answers) / (time.perf_counter() - start)
 
 
-def best_rate_probe(figures: dict[str, float]) -> tuple[int, Callable[[], float]]:
-    """The int8 encoder as served at its best batch size (8-64) in `figures`, and a function that
-    measures its rate again (about two seconds): for a ratio whose two sides are measured back to back."""
-    from app.config import Settings
-    from ingest.embedder import model_id_for
-    from ingest.onnx_encoder import OnnxEncoder, encoder_dir
+class EncoderProbe:
+    """The int8 encoder as served, measured again between the API's loads: the two sides of a target
+    ratio taken back to back, since this machine's speed moves 10-20 % within minutes."""
 
-    settings = Settings()
-    workers, threads = settings.encoder_parallelism
-    model_id = model_id_for("all-MiniLM-L6-v2")
-    encoder = OnnxEncoder(encoder_dir(ROOT / "data" / "index", model_id), model_id, threads=threads)
-    sizes = {int(k[len("mix_batch") : -len("_per_s")]): v for k, v in figures.items()
-             if k.startswith("mix_batch") and k != "mix_batch1_per_s"}
-    size = max(sizes, key=sizes.__getitem__)
-    return size, lambda: mix_rate(encoder, size, workers, passes=2)
+    def __init__(self, figures: dict[str, float]) -> None:
+        """`figures`: the served encoder's (`encoder_figures()["onnx-int8"]`), for its best batch size (8-64)."""
+        from app.config import Settings
+        from ingest.embedder import model_id_for
+        from ingest.onnx_encoder import OnnxEncoder, encoder_dir
+
+        settings = Settings()
+        self.workers, threads = settings.encoder_parallelism
+        model_id = model_id_for("all-MiniLM-L6-v2")
+        self.encoder = OnnxEncoder(encoder_dir(ROOT / "data" / "index", model_id), model_id, threads=threads,
+                                   solo_threads=settings.encoder_solo)
+        sizes = {int(k[len("mix_batch") : -len("_per_s")]): v for k, v in figures.items()
+                 if k.startswith("mix_batch") and k != "mix_batch1_per_s"}
+        self.size = max(sizes, key=sizes.__getitem__)
+
+    def rate(self) -> float:
+        """Dev answers/s at the best batch size, as many batches at once as the API's workers (about 2 s)."""
+        return mix_rate(self.encoder, self.size, self.workers, passes=2)
+
+    def lone_p50_ms(self) -> float:
+        """p50 of one answer encoded as a lone request is (`encode_alone`), back to back (about 1 s)."""
+        return percentiles(time_calls(lambda: self.encoder.encode_alone([ANSWER]), 200))[0]
 
 
 if __name__ == "__main__":
