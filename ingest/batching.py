@@ -72,7 +72,7 @@ class BatchingEncoder(Coalescer[_Job]):
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._idle() as idle:
             if idle:
-                vectors, _ = self._encode(list(texts))
+                vectors, _ = self._encode(list(texts), single=True)
                 self.batches.append(len(texts))
                 return vectors
         result: np.ndarray = self.submit(texts).result()
@@ -96,16 +96,18 @@ class BatchingEncoder(Coalescer[_Job]):
         self._enqueue(job, OverloadedError("the grader is at capacity; retry in a moment"))
         return job.future
 
-    def _encode(self, texts: list[str]) -> tuple[np.ndarray, bool]:
-        """The inner encoder's vectors, and whether this was the only encode with none queued (then
-        on every core, where the inner encoder has `encode_alone`)."""
+    def _encode(self, texts: list[str], single: bool) -> tuple[np.ndarray, bool]:
+        """The inner encoder's vectors, and whether this was the only encode with none queued. A
+        `single` caller's texts (no batch-mates) encoded alone run on every core, where the inner
+        encoder has `encode_alone`: a lone request at low load. A batch, even alone, is a sign of
+        load; the next one would soon start beside it and share the cores."""
         with self._running_lock:
             self._running += 1
             alone = self._running == 1 and self._queue.empty()
             if alone:
                 self.alone_batches += 1
         try:
-            if alone and self._alone is not None:
+            if alone and single and self._alone is not None:
                 return self._alone(texts), True
             return self.inner.encode(texts), alone
         finally:
@@ -118,7 +120,7 @@ class BatchingEncoder(Coalescer[_Job]):
     def _process(self, jobs: list[_Job]) -> None:
         texts = [t for job in jobs for t in job.texts]
         try:
-            vectors, alone = self._encode(texts)
+            vectors, alone = self._encode(texts, single=len(jobs) == 1)
         except Exception as exc:  # every waiting caller gets the error, the worker keeps going
             for job in jobs:
                 job.future.set_exception(exc)

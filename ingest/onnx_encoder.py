@@ -72,7 +72,7 @@ class OnnxEncoder:
         # Only one session per thread count: a solo session no wider than the shared one is that one.
         wider = solo_threads > self.threads
         self.solo_threads = solo_threads if wider else self.threads
-        self._solo = _session(folder / ONNX_FILE, solo_threads) if wider else self._session
+        self._solo = _session(folder / ONNX_FILE, solo_threads, spin=True) if wider else self._session
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -121,15 +121,24 @@ class OnnxEncoder:
         return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-def _session(path: Path, threads: int) -> Any:
+def _session(path: Path, threads: int, spin: bool = False) -> Any:
+    """An onnxruntime session on `threads` threads.
+
+    Idle intra-op threads sleep unless `spin`: spinning steals the cores that the request threads
+    need between batches (measured: 99 -> 118 answers/s at 32 clients). The solo session spins
+    within a run: a lone answer's run is some fifty short operators, and waking the other thread
+    for each was a third of it (one answer on two threads: 3.1 -> 2.2 ms, docs/PERFORMANCE.md).
+    Its threads stop spinning as soon as the run returns, so they never hold a core while the
+    worker grades and commits, or while the loop answers.
+    """
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    # Idle intra-op threads sleep instead of spinning: spinning steals the cores that the request
-    # threads need between batches (measured: 99 -> 118 answers/s at 32 clients).
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    if spin:
+        options.add_session_config_entry("session.force_spinning_stop", "1")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 

@@ -204,6 +204,23 @@ def test_a_lone_encode_uses_every_core_and_a_concurrent_one_does_not() -> None:
     batcher.close()
 
 
+def test_a_batch_that_starts_alone_runs_on_the_shared_session() -> None:
+    inner = SoloEncoder()
+    batcher = BatchingEncoder(inner, max_wait_ms=0, workers=1)
+    inner.hold.clear()  # a lone request holds the one worker while three more queue up
+    first = batcher.submit(["holds the worker"])
+    assert inner.holding.wait(5)
+    queued = [batcher.submit([f"answer {i}"]) for i in range(3)]
+    inner.hold.set()
+    first.result(5)
+    for i, future in enumerate(queued):
+        assert np.allclose(future.result(5), FakeEncoder().encode([f"answer {i}"]))
+    # The three go together with nothing else running or queued, but a batch is a sign of load.
+    assert list(batcher.batches)[-1] == 3 and batcher.alone_batches == 2
+    assert inner.entry == ["alone", "encode"]
+    batcher.close()
+
+
 def test_an_encoder_without_a_solo_entry_is_called_as_before() -> None:
     inner = FakeEncoder()
     batcher = BatchingEncoder(inner, max_wait_ms=0, workers=2)

@@ -122,3 +122,15 @@ def test_encode_alone_runs_a_wider_session_with_the_same_vectors(onnx_encoder_di
     assert np.allclose(onnx.encode_alone(texts), onnx.encode(texts), atol=1e-5)
     narrow = OnnxEncoder(onnx_encoder_dir, real_encoder.model_id, threads=2, solo_threads=2)
     assert narrow._solo is narrow._session and narrow.solo_threads == 2  # no second session when it is no wider
+
+
+def test_only_the_solo_session_spins_and_it_stops_when_its_run_returns(onnx_encoder_dir: Path,
+                                                                        real_encoder: Encoder) -> None:
+    onnx = OnnxEncoder(onnx_encoder_dir, real_encoder.model_id, threads=1, solo_threads=2)
+
+    def config(session: object, key: str) -> str:
+        return str(session.get_session_options().get_session_config_entry(key))  # type: ignore[attr-defined]
+
+    assert config(onnx._session, "session.intra_op.allow_spinning") == "0"
+    assert config(onnx._solo, "session.intra_op.allow_spinning") == "1"
+    assert config(onnx._solo, "session.force_spinning_stop") == "1"
