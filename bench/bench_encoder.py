@@ -120,7 +120,7 @@ class EncoderProbe:
         return mix_rate(self.encoder, self.size, self.workers, passes=2)
 
     def lone_p50_ms(self) -> float:
-        """p50 of one answer encoded as a lone request is (`encode_alone`), back to back (about 1 s)."""
+        """p50 of one answer encoded as a lone request's is (`encode_alone`), back to back (about 1 s)."""
         return percentiles(time_calls(lambda: self.encoder.encode_alone([ANSWER]), 200))[0]
 
 

@@ -97,19 +97,20 @@ class BatchingEncoder(Coalescer[_Job]):
         return job.future
 
     def _encode(self, texts: list[str], single: bool) -> tuple[np.ndarray, bool]:
-        """The inner encoder's vectors, and whether this was the only encode with none queued. A
-        `single` caller's texts (no batch-mates) encoded alone run on every core, where the inner
-        encoder has `encode_alone`: a lone request at low load. A batch, even alone, is a sign of
-        load; the next one would soon start beside it and share the cores."""
+        """The inner encoder's vectors, and whether they were a lone request's: one caller's texts
+        (`single`: no batch-mates) encoded with no other encode running and none queued. Those run
+        on every core, where the inner encoder has `encode_alone`. A batch that starts alone still
+        runs on the shared session: it is a sign of load, and the next one would soon start beside it."""
         with self._running_lock:
             self._running += 1
             alone = self._running == 1 and self._queue.empty()
             if alone:
                 self.alone_batches += 1
+        lone = alone and single
         try:
-            if alone and single and self._alone is not None:
+            if lone and self._alone is not None:
                 return self._alone(texts), True
-            return self.inner.encode(texts), alone
+            return self.inner.encode(texts), lone
         finally:
             with self._running_lock:
                 self._running -= 1
@@ -120,13 +121,13 @@ class BatchingEncoder(Coalescer[_Job]):
     def _process(self, jobs: list[_Job]) -> None:
         texts = [t for job in jobs for t in job.texts]
         try:
-            vectors, alone = self._encode(texts, single=len(jobs) == 1)
+            vectors, lone = self._encode(texts, single=len(jobs) == 1)
         except Exception as exc:  # every waiting caller gets the error, the worker keeps going
             for job in jobs:
                 job.future.set_exception(exc)
             return
         self.batches.append(len(texts))
-        then = jobs[0].then if alone and len(jobs) == 1 else None
+        then = jobs[0].then if lone else None
         if then is not None:
             try:
                 jobs[0].future.set_result(Continued(then(vectors)))
