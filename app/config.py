@@ -42,9 +42,9 @@ class Settings(BaseSettings):
     # the event loop, where one run split across both stalls whenever Python takes a core.
     encoder_workers: int | None = Field(default=None, ge=1, le=64)
     encoder_threads: int | None = Field(default=None, ge=1, le=64)
-    # A request that finds the encoder idle runs on this many threads instead (a second
+    # A lone request that finds the encoder idle runs on this many threads instead (a second
     # onnxruntime session, about 40 MB): one answer on both cores of a 2-core machine is about
-    # 30 % faster than on one. Default: every core (at most 4); 0 turns it off.
+    # 30-45 % faster than on one. Default: every core (at most 4); 0 turns it off.
     encoder_solo_threads: int | None = Field(default=None, ge=0, le=64)
     # Admission control (app/admission.py): requests inside the app at once, no more than the
     # database pool's connections and the worker threads; others queue, then get 503.

@@ -6,8 +6,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common import ROOT, dev_answers, percentiles, time_calls
+
+if TYPE_CHECKING:
+    from ingest.onnx_encoder import OnnxEncoder
 
 ANSWER = "Each GPU holds a slice of every weight matrix, so one layer's matmul runs across GPUs."
 
@@ -19,19 +24,14 @@ def encoder_figures() -> dict[str, dict[str, float]]:
     `threads` onnxruntime threads; settings.encoder_parallelism) and as one run on every core;
     its best rates are the best of both.
     """
-    from app.config import Settings
-    from ingest.embedder import SentenceTransformerEncoder, model_id_for
-    from ingest.onnx_encoder import OnnxEncoder, encoder_dir
+    from ingest.embedder import SentenceTransformerEncoder
+    from ingest.onnx_encoder import OnnxEncoder
 
-    settings = Settings()
-    workers, threads = settings.encoder_parallelism
     cores = os.cpu_count() or 1
-    model_id = model_id_for("all-MiniLM-L6-v2")
-    folder = encoder_dir(ROOT / "data" / "index", model_id)
     out = {"torch-fp32": _figures(SentenceTransformerEncoder(), 1)}
-    served_encoder = OnnxEncoder(folder, model_id, threads=threads, solo_threads=settings.encoder_solo)
+    served_encoder, workers, threads = served_onnx()
     served = _figures(served_encoder, workers)
-    whole = _figures(OnnxEncoder(folder, model_id, threads=cores), 1)
+    whole = _figures(OnnxEncoder(*_export(), threads=cores), 1)
     out["onnx-int8"] = {**served, "workers": workers, "threads": threads, "solo_threads": served_encoder.solo_threads,
                         **{f"one_run_{k}": v for k, v in whole.items()}}
     rates = {(k, i): v for i, f in enumerate((served, whole)) for k, v in f.items() if k.startswith("mix_batch")}
@@ -44,6 +44,25 @@ def encoder_figures() -> dict[str, dict[str, float]]:
     paced = time_calls(lambda: served_encoder.encode_alone([ANSWER]), 300, pause_s=0.002)
     out["onnx-int8"]["paced_p50_ms"] = percentiles(paced)[0]
     return out
+
+
+def _export() -> tuple[Path, str]:
+    """The project's int8 export of the default model (`make ingest` writes it), and the model's id."""
+    from ingest.embedder import model_id_for
+    from ingest.onnx_encoder import encoder_dir
+
+    model_id = model_id_for("all-MiniLM-L6-v2")
+    return encoder_dir(ROOT / "data" / "index", model_id), model_id
+
+
+def served_onnx() -> tuple[OnnxEncoder, int, int]:
+    """The int8 encoder as the API serves it, with its workers and threads per worker."""
+    from app.config import Settings
+    from ingest.onnx_encoder import OnnxEncoder
+
+    settings = Settings()
+    workers, threads = settings.encoder_parallelism
+    return OnnxEncoder(*_export(), threads=threads, solo_threads=settings.encoder_solo), workers, threads
 
 
 def _figures(enc: object, concurrency: int) -> dict[str, float]:
@@ -102,15 +121,7 @@ class EncoderProbe:
 
     def __init__(self, figures: dict[str, float]) -> None:
         """`figures`: the served encoder's (`encoder_figures()["onnx-int8"]`), for its best batch size (8-64)."""
-        from app.config import Settings
-        from ingest.embedder import model_id_for
-        from ingest.onnx_encoder import OnnxEncoder, encoder_dir
-
-        settings = Settings()
-        self.workers, threads = settings.encoder_parallelism
-        model_id = model_id_for("all-MiniLM-L6-v2")
-        self.encoder = OnnxEncoder(encoder_dir(ROOT / "data" / "index", model_id), model_id, threads=threads,
-                                   solo_threads=settings.encoder_solo)
+        self.encoder, self.workers, _ = served_onnx()
         sizes = {int(k[len("mix_batch") : -len("_per_s")]): v for k, v in figures.items()
                  if k.startswith("mix_batch") and k != "mix_batch1_per_s"}
         self.size = max(sizes, key=sizes.__getitem__)

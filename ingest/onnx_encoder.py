@@ -87,7 +87,7 @@ class OnnxEncoder:
     def encode_alone(self, texts: Sequence[str]) -> np.ndarray:
         """`encode` on `solo_threads` threads: for a call that has the cores to itself.
 
-        One short answer runs about 30 % faster on two threads than on one (2-core machine,
+        One short answer runs about 30-45 % faster on two threads than on one (2-core machines,
         docs/PERFORMANCE.md); under load, single-threaded calls side by side use the cores better.
         """
         return self._encode(self._solo, texts)

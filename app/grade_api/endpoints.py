@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -85,24 +84,22 @@ async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> JS
     commits, as for every other call.
     """
     prepared = await prepare_items(runtime, key, [body], strict=True)
-    call = partial(GradedCall, key.id, "grade", 1)
 
-    def then(vectors: np.ndarray) -> tuple[dict[str, Any], GradedCall | None]:
+    def then(vectors: np.ndarray) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
         (result,), attempts = prepared.finish(vectors)
-        write = call(attempts)
-        return result, (None if runtime.writer.write_if_idle(write) else write)
+        return result, attempts, runtime.writer.write_if_idle(GradedCall(key.id, "grade", 1, attempts))
 
     try:  # as long as a queued write may take (the worker may commit this one itself)
         outcome = await encode_then(prepared.encoder, prepared.texts, then, runtime.writer.timeout_s)
     except TimeoutError as exc:
         raise UnavailableError("the grader did not answer in time; retry in a moment", retry_after=5) from exc
     if isinstance(outcome, Continued):
-        result, unwritten = outcome.value
-        if unwritten is not None:
-            await runtime.writer.awrite(unwritten)
+        result, attempts, written = outcome.value
     else:
         (result,), attempts = prepared.finish(outcome)
-        await runtime.writer.awrite(call(attempts))
+        written = False
+    if not written:
+        await _store(runtime, key, "grade", 1, attempts)
     return JSONResponse(result)
 
 
