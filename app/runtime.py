@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.answers.cache import BankCache
+from app.aio import SingleFlight
+from app.answers.cache import BankCache, BankEntry
 from app.answers.rubrics import RubricBook
 from app.cache import LRUCache
 from app.config import Settings
@@ -86,6 +87,9 @@ class Runtime:
     writer: GroupWriter = field(init=False)
     callers: LRUCache[str, Caller] = field(init=False)  # authenticated keys by secret hash
     questions: BankCache = field(init=False)
+    # Reads that refill those two caches, one at a time per key however many requests wait for it.
+    key_reads: SingleFlight[str, Caller] = field(init=False)
+    question_reads: SingleFlight[tuple[str, str], BankEntry] = field(init=False)
     _write_engine: Engine = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # The index and the rubrics of one load, replaced together (one assignment): grading reads both.
@@ -108,6 +112,8 @@ class Runtime:
         self.writer = GroupWriter(make_sessionmaker(self._write_engine))
         self.callers = LRUCache(10_000, ttl_s=self.settings.key_cache_s)
         self.questions = BankCache(ttl_s=self.settings.bank_cache_s)
+        self.key_reads = SingleFlight()
+        self.question_reads = SingleFlight()
 
     @classmethod
     def create(cls, settings: Settings, encoder_factory: EncoderFactory = default_encoder) -> Runtime:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.aio import encode
+from app.answers.cache import BankEntry
 from app.answers.rubrics import RubricBook
 from app.answers.service import verdict_view
 from app.db import transaction
@@ -87,11 +89,27 @@ async def _targets(runtime: Runtime, index: LoadedIndex, book: RubricBook, key: 
         if entry is not None:
             out[i] = _Target(entry.rubric, view=entry.view)
     missing = [i for i, t in enumerate(out) if t is None]
-    if missing:
+    question_id = items[missing[0]].question_id if len(missing) == 1 else None
+    if question_id is not None:  # one bank question to read: shared with the requests that wait for it too
+        try:
+            entry = await runtime.question_reads.load(
+                (index.version, question_id), partial(_read_question, runtime, index, book, question_id)
+            )
+            out[missing[0]] = _Target(entry.rubric, view=entry.view)
+        except NotFoundError as exc:
+            if strict:
+                raise
+            out[missing[0]] = exc
+    elif missing:
         found = await run_in_threadpool(_resolve, runtime, index, book, key, [items[i] for i in missing], strict)
         for i, target in zip(missing, found, strict=True):
             out[i] = target
     return [t for t in out if t is not None]
+
+
+def _read_question(runtime: Runtime, index: LoadedIndex, book: RubricBook, question_id: str) -> BankEntry:
+    with transaction(runtime.factory) as session:
+        return runtime.questions.load(session, index, book, question_id)
 
 
 def _resolve(runtime: Runtime, index: LoadedIndex, book: RubricBook, key: Caller, items: list[GradeIn],

@@ -75,12 +75,12 @@ async def _authenticated(runtime: Runtime, secret: str | None) -> Caller:
 
     def lookup() -> Caller:
         with transaction(runtime.factory) as session:
-            return Caller.of(authenticate(session, secret))
+            caller = Caller.of(authenticate(session, secret))
+        return runtime.callers.put(digest, caller) if digest else caller
 
-    caller = await run_in_threadpool(lookup)
-    if digest:
-        runtime.callers.put(digest, caller)
-    return caller
+    if digest is None:  # no key sent: 401 from `authenticate`
+        return await run_in_threadpool(lookup)
+    return await runtime.key_reads.load(digest, lookup)
 
 
 async def optional_api_key(

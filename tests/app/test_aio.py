@@ -7,8 +7,9 @@ import threading
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 
-from app.aio import encode
+from app.aio import SingleFlight, encode
 from ingest.batching import BatchingEncoder
 from tests.fakes import FakeEncoder
 
@@ -46,3 +47,49 @@ def test_a_cancelled_wait_leaves_the_batch_and_the_workers_intact() -> None:
     # The worker set the cancelled caller's result without failing, and still serves.
     assert np.allclose(batcher.submit(["next"]).result(timeout=5), FakeEncoder().encode(["next"]))
     batcher.close()
+
+
+def test_single_flight_shares_one_load_per_key_among_concurrent_callers() -> None:
+    calls: list[str] = []
+    release = threading.Event()
+
+    def load(key: str) -> str:
+        calls.append(key)
+        release.wait(5)
+        return key.upper()
+
+    flight: SingleFlight[str, str] = SingleFlight()
+
+    async def scenario() -> list[str]:
+        waiting = [asyncio.create_task(flight.load(k, lambda k=k: load(k))) for k in ("a", "a", "b", "a")]
+        await asyncio.sleep(0.05)
+        release.set()
+        return list(await asyncio.gather(*waiting))
+
+    assert asyncio.run(scenario()) == ["A", "A", "B", "A"]
+    assert sorted(calls) == ["a", "b"] and len(flight) == 0
+    assert asyncio.run(flight.load("a", lambda: load("a"))) == "A"  # once done, the next caller reads again
+    assert calls.count("a") == 2
+
+
+def test_single_flight_gives_the_error_to_every_caller_and_survives_a_cancelled_one() -> None:
+    release = threading.Event()
+
+    def failing() -> str:
+        release.wait(5)
+        raise LookupError("no such key")
+
+    flight: SingleFlight[str, str] = SingleFlight()
+
+    async def scenario() -> list[BaseException | str]:
+        gone = asyncio.create_task(flight.load("k", failing))
+        stays = [asyncio.create_task(flight.load("k", failing)) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        gone.cancel()  # the first caller went away: the load goes on for the others
+        release.set()
+        return list(await asyncio.gather(*stays, return_exceptions=True))
+
+    errors = asyncio.run(scenario())
+    assert all(isinstance(e, LookupError) for e in errors) and len(flight) == 0
+    with pytest.raises(LookupError):
+        asyncio.run(flight.load("k", failing))

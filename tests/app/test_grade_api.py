@@ -220,6 +220,53 @@ def test_concurrent_calls_are_each_stored_and_counted(
     assert _count(client, api_key_id=key_id) == 16 + 16
 
 
+def test_concurrent_calls_after_the_caches_expire_read_the_key_and_the_question_once(
+    client: TestClient, make_key: Callable[..., tuple[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests that miss the same expired entry together share one read of it (and all succeed)."""
+    import threading
+    import time
+
+    import app.keys.deps as deps
+    from app.answers.cache import BankCache
+
+    _, secret = make_key()
+    qid = client.get("/v1/questions", params={"q": "reduce-scatter"}).json()["items"][0]["id"]
+    reads = {"key": 0, "question": 0}
+    authenticate, load = deps.authenticate, BankCache.load
+
+    def slow_authenticate(*args: object, **kwargs: object) -> object:
+        reads["key"] += 1
+        time.sleep(0.3)  # long enough for every caller below to arrive while it runs
+        return authenticate(*args, **kwargs)  # type: ignore[arg-type]
+
+    def slow_load(self: BankCache, *args: object, **kwargs: object) -> object:
+        reads["question"] += 1
+        time.sleep(0.3)
+        return load(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(deps, "authenticate", slow_authenticate)
+    monkeypatch.setattr(BankCache, "load", slow_load)
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    runtime.callers.clear()
+    runtime.questions._items.clear()
+    codes: list[int] = []
+
+    def call(i: int) -> None:
+        res = client.post("/v1/grade", json={"question_id": qid, "answer": f"chunks of the sum {i}"},
+                          headers={"X-API-Key": secret})
+        codes.append(res.status_code)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert codes == [200] * 12
+    assert reads == {"key": 1, "question": 1}
+    assert len(runtime.key_reads) == 0 and len(runtime.question_reads) == 0  # nothing left behind
+
+
 @pytest.mark.parametrize("way", ["on the worker", "worker grades, writer busy", "on the loop"])
 def test_a_lone_grade_is_stored_and_counted_whichever_thread_finishes_it(
     client: TestClient, make_key: Callable[..., tuple[str, str]], monkeypatch: pytest.MonkeyPatch, way: str
