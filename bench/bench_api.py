@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import TypedDict
 
 import httpx
 import psutil
@@ -23,6 +24,47 @@ from app.runtime import TRIM_S
 from tests.serving import run_tutor
 
 WRK = shutil.which("wrk")
+
+Load = tuple[float, int, int]  # answers/s, 503s with Retry-After, other errors
+
+
+class CpuSplit(TypedDict):
+    """Where the CPU went under a load (`cpu_split`)."""
+
+    loop_ms: float
+    other_threads_ms: float
+    machine_idle: float
+
+
+class Pair(TypedDict):
+    """An API figure between two runs of the encoder's (`paired`)."""
+
+    api: float
+    encoder_before: float
+    encoder_after: float
+    ratio: float
+
+
+class ApiFigures(TypedDict, total=False):
+    """What `api_figures` measures; `rates` and `cpu_32` per configuration, "batched" and "unbatched"."""
+
+    load_tool: str
+    ingest_embedded: int
+    ingest_s: float
+    ingest_texts_per_s: float
+    ingest_wall_s: float
+    backend: str
+    grade_p50_ms: float
+    grade_p99_ms: float
+    rates: dict[str, dict[int, Load]]
+    cpu_32: dict[str, CpuSplit]
+    paired_p50: list[Pair]
+    paired_32: list[Pair]
+    rss_mb: float
+    rss_idle_mb: float
+    torch_per_request_32: Load
+    ready_s: float
+    ready_all_s: list[float]
 LUA = Path(__file__).resolve().parent / "wrk_grade.lua"
 
 
@@ -66,7 +108,7 @@ def latency(base: str, key: str, qid: str, answer: str, seconds: float = 10.0) -
     return percentiles(samples[20:])
 
 
-def throughput(base: str, key: str, qid: str, clients: int, seconds: float = 10.0) -> tuple[float, int, int]:
+def throughput(base: str, key: str, qid: str, clients: int, seconds: float = 10.0) -> Load:
     """Answers graded per second with `clients` concurrent clients; (rate, 503s with Retry-After, other errors)."""
     answers = dev_answers()
     if WRK:
@@ -99,8 +141,7 @@ def throughput(base: str, key: str, qid: str, clients: int, seconds: float = 10.
     return done[0] / (time.perf_counter() - start), overloaded[0], errors[0]
 
 
-def cpu_split(pid: int, load: Callable[[], tuple[float, int, int]], seconds: float = 10.0
-              ) -> tuple[tuple[float, int, int], dict[str, float]]:
+def cpu_split(pid: int, load: Callable[[], Load], seconds: float = 10.0) -> tuple[Load, CpuSplit]:
     """Run `load` and say where the CPU went: ms per answer on the event loop (the main thread) and
     on the other threads (encoder workers, group writer), and the share of the machine left idle."""
     proc = psutil.Process(pid)
@@ -128,10 +169,10 @@ def _rate_32(base: str, key: str, qid: str) -> float:
     return throughput(base, key, qid, 32)[0]
 
 
-def paired(api: Callable[[], float], encoder: Callable[[], float], rounds: int = 3) -> list[dict[str, float]]:
+def paired(api: Callable[[], float], encoder: Callable[[], float], rounds: int = 3) -> list[Pair]:
     """An API figure measured between two runs of the encoder's, `rounds` times; each pair's ratio is
     the API's figure over the mean of the two encoder figures around it."""
-    out = []
+    out: list[Pair] = []
     for _ in range(rounds):
         before = encoder()
         figure = api()
@@ -141,15 +182,17 @@ def paired(api: Callable[[], float], encoder: Callable[[], float], rounds: int =
     return out
 
 
-def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64), probe: EncoderProbe | None = None) -> dict[str, object]:
+def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64), probe: EncoderProbe | None = None) -> ApiFigures:
     """Every API figure in one run, for batching on and off; with a `probe`, the one-client p50 and the
     32-client rate are measured again, each between two runs of the encoder (`paired`)."""
-    out: dict[str, object] = {"load_tool": "wrk" if WRK else "python httpx threads (install wrk for fair figures)"}
+    out: ApiFigures = {"load_tool": "wrk" if WRK else "python httpx threads (install wrk for fair figures)",
+                       "rates": {}, "cpu_32": {}}
     with prepared_data() as data:
         start = time.perf_counter()
         fresh = data.parent / "fresh"
         fresh.mkdir()
-        _ingest_rate(data, fresh, out)
+        out["ingest_embedded"], out["ingest_s"] = _ingest_rate(data, fresh)
+        out["ingest_texts_per_s"] = out["ingest_embedded"] / out["ingest_s"]
         out["ingest_wall_s"] = time.perf_counter() - start
         for label, extra in (("batched", {}), ("unbatched", {"TUTOR_BATCH_MAX": "1", "TUTOR_BATCH_WAIT_MS": "0"})):
             env = bench_env(data, **extra)
@@ -161,8 +204,8 @@ def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64), probe: EncoderProbe | 
                     out["backend"] = httpx.get(f"{base}/readyz").json()["backend"]
                 rates = {c: throughput(base, key, qid, c) for c in levels if c != 32}
                 # 32 clients always, with where the CPU went
-                rates[32], out[f"{label}_cpu_32"] = cpu_split(proc.pid, partial(throughput, base, key, qid, 32))
-                out[label] = dict(sorted(rates.items()))
+                rates[32], out["cpu_32"][label] = cpu_split(proc.pid, partial(throughput, base, key, qid, 32))
+                out["rates"][label] = dict(sorted(rates.items()))
                 if label == "batched" and probe is not None:
                     out["paired_p50"] = paired(partial(_p50, base, key, qid), probe.lone_p50_ms)
                     out["paired_32"] = paired(partial(_rate_32, base, key, qid), probe.rate)
@@ -184,23 +227,19 @@ def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64), probe: EncoderProbe | 
     return out
 
 
-def _ingest_rate(data: Path, fresh: Path, out: dict[str, object]) -> None:
-    """Texts embedded per second by a first ingestion into an empty database (PyTorch encoder)."""
-    import json
-    import shutil
-
+def _ingest_rate(data: Path, fresh: Path) -> tuple[int, float]:
+    """Texts embedded, and seconds taken, by a first ingestion into an empty database (PyTorch encoder)."""
     for name in ("raw", "taxonomy.yaml", "annotations.yaml"):
         src = data / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, fresh / name)
+        if src.is_dir():
+            shutil.copytree(src, fresh / name)
+        else:
+            shutil.copy(src, fresh / name)
     env = bench_env(fresh, TUTOR_EXPORT_ONNX="false")
     start = time.perf_counter()
     summary = json.loads(run_tutor(env, "ingest", "--json").stdout)
-    seconds = time.perf_counter() - start
-    out["ingest_embedded"], out["ingest_s"] = summary["embedded"], seconds
-    out["ingest_texts_per_s"] = summary["embedded"] / seconds
+    return int(summary["embedded"]), time.perf_counter() - start
 
 
 if __name__ == "__main__":
-    import json
-
     print(json.dumps(api_figures(), indent=1, default=str))

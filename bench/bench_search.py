@@ -24,7 +24,7 @@ def synthetic(n: int, seed: int) -> np.ndarray:
 
 def search_figures(sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> list[dict[str, float | str]]:
     """For each size: index type, build seconds, single-query p50/p99 and recall@10 on unseen queries."""
-    rows = []
+    rows: list[dict[str, float | str]] = []
     for n in sizes:
         vectors = synthetic(n, seed=1)
         faiss.omp_set_num_threads(os.cpu_count() or 1)

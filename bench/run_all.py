@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import platform
 
-from bench_api import api_figures
+from bench_api import Pair, api_figures
 from bench_encoder import EncoderProbe, encoder_figures
 from bench_search import search_figures
 
@@ -42,14 +42,14 @@ def main() -> None:
     print(f"  (for context: the encode as served to a lone request, calls 2 ms apart as one client's requests are, p50 "
           f"{paced:.2f} ms; the API's p50 is {api['grade_p50_ms'] / paced:.2f} x that)")
     print("clients  batched answers/s (503s, errors)   unbatched answers/s (503s, errors)   [dev-set answers]")
-    batched, unbatched = api["batched"], api["unbatched"]
-    for c in batched:  # type: ignore[union-attr]
-        b, u = batched[c], unbatched[c]  # type: ignore[index]
+    batched, unbatched = api["rates"]["batched"], api["rates"]["unbatched"]
+    for c in batched:
+        b, u = batched[c], unbatched[c]
         print(f"{c:>7}  {b[0]:8.1f} ({b[1]}, {b[2]})                {u[0]:8.1f} ({u[1]}, {u[2]})")
-    at32 = batched[32][0]  # type: ignore[index]
+    at32 = batched[32][0]
     best, best_any = onnx["best_batched_per_s"], onnx["best_any_per_s"]
     torch_single = torch["mix_batch1_per_s"]
-    torch_api = api["torch_per_request_32"][0]  # type: ignore[index]
+    torch_api = api["torch_per_request_32"][0]
     print(f"  32 clients / int8 best batched rate on the same answers ({best:.0f}/s, batches of 8-64): "
           f"{at32 / best:.2f} (target >= 0.8)")
     _print_pairs(f"  32 clients / the int8 encoder as served (batches of {probe.size})", api["paired_32"],
@@ -60,12 +60,11 @@ def main() -> None:
           f"{at32 / torch_single:.1f}x (target >= 6)")
     print(f"  32 clients / the API on PyTorch, one answer per request, 32 clients ({torch_api:.0f}/s): "
           f"{at32 / torch_api:.1f}x")
-    errors = sum(v[2] for v in batched.values())  # type: ignore[union-attr]
+    errors = sum(v[2] for v in batched.values())
     print(f"  errors other than 503 + Retry-After, all levels: {errors} (target 0)")
-    for label in ("batched", "unbatched"):
-        cpu = api[f"{label}_cpu_32"]
-        print(f"  CPU per answer at 32 clients, {label}: event loop {cpu['loop_ms']:.2f} ms, other threads (encoder, "  # type: ignore[index]
-              f"writer) {cpu['other_threads_ms']:.2f} ms; machine idle {100 * cpu['machine_idle']:.0f} %")  # type: ignore[index]
+    for label, cpu in api["cpu_32"].items():
+        print(f"  CPU per answer at 32 clients, {label}: event loop {cpu['loop_ms']:.2f} ms, other threads (encoder, "
+              f"writer) {cpu['other_threads_ms']:.2f} ms; machine idle {100 * cpu['machine_idle']:.0f} %")
     print(f"\n## Ingestion: {api['ingest_embedded']} texts in {api['ingest_s']:.1f} s = "
           f"{api['ingest_texts_per_s']:.0f} texts/s (first run, PyTorch, including model load)")
     print("\n## Search (384-d synthetic, unseen queries)")
@@ -74,12 +73,12 @@ def main() -> None:
               f"p99 {r['p99_ms']:.3f} ms  recall@10 {r['recall10']:.3f}")
 
 
-def _print_pairs(what: str, pairs: object, unit: str, encoder_unit: str, target: str) -> None:
+def _print_pairs(what: str, pairs: list[Pair], unit: str, encoder_unit: str, target: str) -> None:
     """A target ratio measured again in pairs (`bench_api.paired`): the median, then each pair."""
-    ratios = sorted(p["ratio"] for p in pairs)  # type: ignore[attr-defined]
+    ratios = sorted(p["ratio"] for p in pairs)
     print(f"{what}, each measured between two runs of the encoder, {len(ratios)} times: median "
           f"{ratios[len(ratios) // 2]:.2f} (target {target})")
-    for p in pairs:  # type: ignore[attr-defined]
+    for p in pairs:
         print(f"    {p['api']:7.2f} {unit} between {p['encoder_before']:.2f}{encoder_unit} and "
               f"{p['encoder_after']:.2f}{encoder_unit}: {p['ratio']:.2f}")
 
