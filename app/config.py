@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     batch_wait_ms: float = 0.0
     # At most 16 answers per batch. Beyond 8-16 the encoder spends more CPU per answer (measured on
     # every machine so far), and a worker that takes a long batch leaves the other without work: at
-    # 32 clients with 64, the workers waited for work 5-10 % of the time, and the API did 4-8 % fewer
+    # 32 clients with 64, the workers waited for work 5-10 % of the time, and the API did 1-8 % fewer
     # answers/s than with 16 (docs/PERFORMANCE.md, session 7).
     batch_max: int = 16
     batch_queue: int = 256
