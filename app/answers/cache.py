@@ -40,6 +40,10 @@ class BankCache:
         """The entry while it is fresh, else None (then `load` it)."""
         return self._items.get((index.version, question_id))
 
+    def clear(self) -> None:
+        """Forget every entry (the next request for each reads it again)."""
+        self._items.clear()
+
     def load(self, session: Session, index: LoadedIndex, book: RubricBook, question_id: str) -> BankEntry:
         """Read the question (NotFoundError when unknown or retired), build and keep its entry."""
         question = get_question(session, question_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -23,6 +24,17 @@ def _count(client: TestClient, **where: str) -> int:
         n = int(s.scalar(query) or 0)
     engine.dispose()
     return n
+
+
+def _at_once(n: int, call: Callable[[int], int]) -> list[int]:
+    """`call(i)` for i < n, each on its own thread, all started together; their status codes."""
+    codes: list[int] = []
+    threads = [threading.Thread(target=lambda i=i: codes.append(call(i))) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return codes
 
 
 INLINE = {
@@ -189,13 +201,10 @@ def test_concurrent_calls_are_each_stored_and_counted(
     client: TestClient, make_key: Callable[..., tuple[str, str]]
 ) -> None:
     """The group writer applies concurrent calls together; no attempt or count may go missing."""
-    import threading
-
     key_id, secret = make_key()
     qid = client.get("/v1/questions", params={"q": "reduce-scatter"}).json()["items"][0]["id"]
-    codes: list[int] = []
 
-    def call(i: int) -> None:
+    def call(i: int) -> int:
         if i % 3:
             res = client.post("/v1/grade", json={"question_id": qid, "answer": f"chunks of the sum {i}"},
                               headers={"X-API-Key": secret})
@@ -203,14 +212,9 @@ def test_concurrent_calls_are_each_stored_and_counted(
             res = client.post("/v1/grade/batch", json={"items": [{"question_id": qid, "answer": f"a {i}"},
                                                                  {**INLINE, "answer": f"b {i}"}]},
                               headers={"X-API-Key": secret})
-        codes.append(res.status_code)
+        return res.status_code
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(24)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert codes == [200] * 24
+    assert _at_once(24, call) == [200] * 24
     settings = client.app.state.runtime.settings  # type: ignore[attr-defined]
     engine = make_engine(settings.db_url)
     with transaction(make_sessionmaker(engine)) as s:
@@ -224,7 +228,6 @@ def test_concurrent_calls_after_the_caches_expire_read_the_key_and_the_question_
     client: TestClient, make_key: Callable[..., tuple[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Requests that miss the same expired entry together share one read of it (and all succeed)."""
-    import threading
     import time
 
     import app.keys.deps as deps
@@ -249,20 +252,13 @@ def test_concurrent_calls_after_the_caches_expire_read_the_key_and_the_question_
     monkeypatch.setattr(BankCache, "load", slow_load)
     runtime = client.app.state.runtime  # type: ignore[attr-defined]
     runtime.callers.clear()
-    runtime.questions._items.clear()
-    codes: list[int] = []
+    runtime.questions.clear()
 
-    def call(i: int) -> None:
-        res = client.post("/v1/grade", json={"question_id": qid, "answer": f"chunks of the sum {i}"},
-                          headers={"X-API-Key": secret})
-        codes.append(res.status_code)
+    def call(i: int) -> int:
+        return client.post("/v1/grade", json={"question_id": qid, "answer": f"chunks of the sum {i}"},
+                           headers={"X-API-Key": secret}).status_code
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert codes == [200] * 12
+    assert _at_once(12, call) == [200] * 12
     assert reads == {"key": 1, "question": 1}
     assert len(runtime.key_reads) == 0 and len(runtime.question_reads) == 0  # nothing left behind
 
@@ -312,8 +308,6 @@ def test_a_lone_grade_is_stored_and_counted_whichever_thread_finishes_it(
 def test_a_lone_grade_whose_commit_hangs_answers_503_in_time(
     client: TestClient, make_key: Callable[..., tuple[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import threading
-
     runtime = client.app.state.runtime  # type: ignore[attr-defined]
     release = threading.Event()
 
