@@ -17,6 +17,9 @@ from typing import Generic, TypeVar
 
 J = TypeVar("J")
 
+# While fewer jobs than this per worker are queued, a worker takes only its share of them.
+SHARE_BELOW = 8
+
 
 class Coalescer(Generic[J]):
     """Subclasses implement `_process(jobs)` (and `_size(job)` when jobs differ in size)."""
@@ -70,11 +73,27 @@ class Coalescer(Generic[J]):
     def _process(self, jobs: list[J]) -> None:
         raise NotImplementedError
 
+    def _limit(self) -> int:
+        """How large the next group may grow: max_group, or this worker's share of a short queue.
+
+        Workers finish their groups at different times. One that took everything queued would
+        leave the others nothing when they finish a moment later, and they would wait while it
+        works through a long group (measured at 8 clients on two workers: each idle 25-30 % of
+        the time, 9 % fewer answers/s; docs/PERFORMANCE.md, session 7). So while fewer than
+        SHARE_BELOW jobs per worker are queued, a worker takes its share, the rest staying for
+        the others; with more, each takes up to max_group. One worker takes everything.
+        """
+        queued = self._queue.qsize() + 1  # the job in hand too
+        if self.workers == 1 or queued >= self.workers * SHARE_BELOW:
+            return self.max_group
+        return min(self.max_group, -(-queued // self.workers))
+
     def _group(self, first: J) -> list[J]:
-        """The first job plus whatever is queued (waiting up to max_wait_s for more), up to max_group."""
+        """The first job plus whatever is queued (waiting up to max_wait_s for more), up to `_limit()`."""
         jobs, size = [first], self._size(first)
         deadline = time.monotonic() + self.max_wait_s
-        while size < self.max_group:
+        limit = self._limit()
+        while size < limit:
             try:
                 job = self._queue.get_nowait()  # jobs that queued while the last group ran
             except Empty:

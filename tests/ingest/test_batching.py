@@ -121,6 +121,46 @@ def test_workers_encode_batches_at_once_and_each_caller_gets_its_own_vectors() -
     assert all(size <= 4 for size in batcher.batches)
 
 
+class Gated(FakeEncoder):
+    """A fake encoder whose "hold-..." texts wait for their gate; the groups it was given, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gates = {"hold-a": threading.Event(), "hold-b": threading.Event()}
+        self.holding = threading.Semaphore(0)
+        self.groups: list[list[str]] = []
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if texts[0] in self.gates:
+            self.holding.release()
+            self.gates[texts[0]].wait(10)
+        else:
+            self.groups.append(list(texts))
+        return super().encode(texts)
+
+
+@pytest.mark.parametrize(("queued", "first_group"), [(6, 3), (20, 16)])
+def test_a_worker_leaves_the_others_their_share_of_a_short_queue(queued: int, first_group: int) -> None:
+    inner = Gated()
+    batcher = BatchingEncoder(inner, max_wait_ms=0, max_batch=16, workers=2)
+    held = []
+    for name in inner.gates:  # both workers busy, one held job each
+        held.append(batcher.submit([name]))
+        assert inner.holding.acquire(timeout=10)
+    waiting = [batcher.submit([f"answer {i}"]) for i in range(queued)]
+    inner.gates["hold-a"].set()  # one worker finishes while the other is still busy
+    for f in waiting:
+        f.result(timeout=10)
+    inner.gates["hold-b"].set()
+    for f in held:
+        f.result(timeout=10)
+    batcher.close()
+    # Fewer than 8 queued per worker: this worker's half, the rest left for the other one;
+    # more: a full batch.
+    assert len(inner.groups[0]) == first_group
+    assert sorted(t for g in inner.groups for t in g) == sorted(f"answer {i}" for i in range(queued))
+
+
 def test_one_worker_never_overlaps_batches() -> None:
     running, most = [0], [0]
 
