@@ -6,7 +6,7 @@ import os
 import platform
 
 from bench_api import Pair, api_figures
-from bench_encoder import EncoderProbe, encoder_figures
+from bench_encoder import EncoderProbe, encoder_figures, per_batch
 from bench_search import search_figures
 
 
@@ -16,8 +16,7 @@ def main() -> None:
     enc = encoder_figures()
     print("\n## Encoder: one ~20-token answer (p50/p99), batches of 32 of it, and the dev-set answers by batch size")
     for name, f in enc.items():
-        sizes = [(k[len("mix_batch") : -len("_per_s")], v) for k, v in f.items() if k.startswith("mix_batch")]
-        mix = "  ".join(f"{size}:{rate:.0f}" for size, rate in sizes)
+        mix = "  ".join(f"{size}:{rate:.0f}" for size, rate in per_batch(f).items())
         print(f"{name:11s} p50 {f['p50_ms']:6.2f} ms  p99 {f['p99_ms']:6.2f} ms  batch32 {f['batch32_per_s']:5.0f}/s  "
               f"dev mix per batch size {mix} (answers/s)")
     probe = EncoderProbe(enc["onnx-int8"])
@@ -30,8 +29,7 @@ def main() -> None:
     print(f"int8 as served: {onnx['workers']:.0f} worker(s) x {onnx['threads']:.0f} onnxruntime thread(s), "
           f"a lone request on {onnx['solo_threads']:.0f}; "
           f"one run on every core: p50 {onnx['one_run_p50_ms']:.2f} ms, dev mix per batch size "
-          + "  ".join(f"{k[len('one_run_mix_batch'):-len('_per_s')]}:{v:.0f}" for k, v in onnx.items()
-                      if k.startswith("one_run_mix_batch")))
+          + "  ".join(f"{size}:{rate:.0f}" for size, rate in per_batch(onnx, "one_run_mix_batch").items()))
     print(f"POST /v1/grade, one client, the encoder's answer: p50 {api['grade_p50_ms']:.2f} ms, "
           f"p99 {api['grade_p99_ms']:.2f} ms")
     fastest = onnx["fastest_p50_ms"]
