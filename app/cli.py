@@ -200,10 +200,13 @@ def serve(
     """Serve the tutor API."""
     import uvicorn
 
+    from app.encoders import serving_encoder
     from app.logqueue import log_off_the_loop, project_log_handlers
     from app.main import create_app
 
-    config = uvicorn.Config(create_app(freeze_gc=True), host=host, port=port, log_level="info")  # sets up logging
+    # serving_encoder: the encoder app.launch started building, if it did
+    app = create_app(encoder_factory=serving_encoder, freeze_gc=True)
+    config = uvicorn.Config(app, host=host, port=port, log_level="info")  # sets up logging
     project_log_handlers()
     listeners = log_off_the_loop()
     server = uvicorn.Server(config)
@@ -242,10 +245,5 @@ def db_upgrade() -> None:
     out.print("schema is up to date")
 
 
-def main() -> None:
-    """Entry point of the `tutor` script."""
-    app()
-
-
 if __name__ == "__main__":
-    main()
+    app()

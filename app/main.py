@@ -18,12 +18,13 @@ from app.chat import endpoints as chat_endpoints
 from app.config import Settings, get_settings
 from app.db import schema_is_current
 from app.demos import endpoints as demos_endpoints
+from app.encoders import EncoderFactory, default_encoder
 from app.errors import install_error_handlers
 from app.grade_api import endpoints as grade_endpoints
 from app.grade_api.fastpath import GradeFastPath
 from app.limits_mw import BodyLimit
 from app.quiz import endpoints as quiz_endpoints
-from app.runtime import EncoderFactory, Runtime, default_encoder
+from app.runtime import Runtime
 from app.slack.routes import mount as mount_slack
 from app.web import endpoints as web_endpoints
 
@@ -39,7 +40,9 @@ def create_app(
 
     freeze_gc (for a serving process): once loaded, everything built so far moves out of the
     garbage collector's sight (`gc.freeze`), so full collections no longer walk the model,
-    index and rubrics (measured: a 75 ms pause every few hundred requests without it).
+    index and rubrics (measured: a 75 ms pause every few hundred requests without it). The
+    collector is then turned on, whether or not the load worked: `tutor serve` starts with it
+    off (`app.launch`).
     """
     settings = settings or get_settings()
 
@@ -50,9 +53,13 @@ def create_app(
             runtime.migrate()
         app.state.runtime = runtime
         def load() -> None:
-            runtime.load()
-            if freeze_gc and runtime.problem is None:
-                gc.freeze()
+            try:
+                runtime.load()
+                if freeze_gc and runtime.problem is None:
+                    gc.freeze()
+            finally:
+                if freeze_gc:
+                    gc.enable()
 
         if load_in_background:
             threading.Thread(target=load, name="tutor-load", daemon=True).start()

@@ -16,41 +16,19 @@ from app.answers.rubrics import RubricBook
 from app.cache import LRUCache
 from app.config import Settings
 from app.db import make_engine, make_sessionmaker, schema_is_current, transaction, upgrade
+from app.encoders import EncoderFactory, default_encoder
 from app.errors import UnavailableError
 from app.keys.service import Caller
 from app.memtrim import heap_trimmer
 from app.models import BankState
 from app.writes import GroupWriter
-from ingest.embedder import Encoder, SentenceTransformerEncoder
+from ingest.embedder import Encoder
 from ingest.index import LoadedIndex, load_index
 from ingest.pipeline import INDEX_VERSION_KEY
 
 log = logging.getLogger(__name__)
 
 TRIM_S = 5.0  # how often a serving process hands freed heap memory back (app/memtrim.py)
-
-EncoderFactory = Callable[[Settings], Encoder]
-
-
-def default_encoder(settings: Settings) -> Encoder:
-    """The serving encoder: the int8 ONNX export when there is one (or when asked), else PyTorch.
-
-    The ONNX path imports neither torch nor sentence-transformers.
-    """
-    from ingest.embedder import model_id_for
-    from ingest.onnx_encoder import EncoderArtifactError, OnnxEncoder, encoder_dir
-
-    if settings.encoder_backend != "torch":
-        model_id = model_id_for(settings.model)
-        try:
-            _, threads = settings.encoder_parallelism
-            return OnnxEncoder(encoder_dir(settings.index_path, model_id), model_id, threads=threads,
-                               solo_threads=settings.encoder_solo)
-        except EncoderArtifactError:
-            if settings.encoder_backend == "onnx":
-                raise
-            log.warning("no ONNX export for %s; serving with PyTorch (run `tutor models export`)", model_id)
-    return SentenceTransformerEncoder(settings.model)
 
 
 def batched(settings: Settings, encoder: Encoder) -> Encoder:

@@ -69,7 +69,7 @@ def served(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str], fl
     """`tutor serve` on a free port; yields (base URL, process, seconds from start to /readyz 200)."""
     port = free_port()
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "app.launch", "serve", "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     base = f"http://127.0.0.1:{port}"
     try:

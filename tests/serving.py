@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-TUTOR = [sys.executable, "-m", "app.cli"]
+TUTOR = [sys.executable, "-m", "app.launch"]
 
 
 def free_port() -> int:

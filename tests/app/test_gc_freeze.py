@@ -1,11 +1,17 @@
-"""A serving process moves what it loaded out of the garbage collector's sight once ready."""
+"""A serving process starts with the garbage collector off, and once loaded moves what it loaded
+out of the collector's sight and turns it back on."""
 
 from __future__ import annotations
 
 import gc
+import sys
+from collections.abc import Iterator
 
+import pytest
 from fastapi.testclient import TestClient
 
+import app.cli
+from app import launch
 from app.config import Settings
 from app.main import create_app
 from tests.conftest import ingest_with
@@ -29,3 +35,40 @@ def test_not_frozen_when_not_asked(settings: Settings, fake_encoder: FakeEncoder
     gc.unfreeze()
     with TestClient(create_app(settings, lambda _: fake_encoder, load_in_background=False)):
         assert gc.get_freeze_count() == 0
+
+
+@pytest.fixture
+def collector() -> Iterator[None]:
+    """Leave the collector on and nothing frozen, whatever the test did."""
+    yield
+    gc.enable()
+    gc.unfreeze()
+
+
+def test_the_collector_is_turned_back_on_once_loaded(
+    settings: Settings, fake_encoder: FakeEncoder, collector: None
+) -> None:
+    ingest_with(settings, fake_encoder)
+    gc.disable()  # as `tutor serve` starts (app.launch)
+    with TestClient(create_app(settings, lambda _: fake_encoder, load_in_background=False, freeze_gc=True)) as client:
+        assert client.get("/readyz").status_code == 200
+        assert gc.isenabled()
+
+
+def test_the_collector_is_turned_back_on_when_the_load_fails(settings: Settings, collector: None) -> None:
+    gc.disable()  # nothing ingested: the app starts, not ready
+    with TestClient(create_app(settings, load_in_background=False, freeze_gc=True)) as client:
+        assert client.get("/readyz").status_code == 503
+        assert gc.isenabled()
+        assert gc.get_freeze_count() == 0
+
+
+@pytest.mark.parametrize(("argv", "enabled"), [(["tutor", "serve"], False), (["tutor", "ingest"], True)])
+def test_only_serve_starts_with_the_collector_off(
+    monkeypatch: pytest.MonkeyPatch, collector: None, argv: list[str], enabled: bool
+) -> None:
+    seen: list[bool] = []
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(app.cli, "app", lambda: seen.append(gc.isenabled()))
+    launch.main()
+    assert seen == [enabled]

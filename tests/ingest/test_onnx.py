@@ -68,7 +68,7 @@ def test_serving_path_does_not_import_torch(onnx_encoder_dir: Path, tmp_path: Pa
     code = (
         "import sys\n"
         "from app.config import Settings\n"
-        "from app.runtime import default_encoder\n"
+        "from app.encoders import default_encoder\n"
         f"enc = default_encoder(Settings(index_dir={str(index)!r}, encoder_backend='onnx'))\n"
         "assert enc.encode(['hello']).shape == (1, 384)\n"
         "import app.main, app.cli\n"

@@ -1,0 +1,72 @@
+"""The serving encoder: which one a process serves with, and building it early for `tutor serve`.
+
+This module imports only the settings and the encoders (no web framework, no ORM), so that
+`app.launch` can start building the encoder before the rest of the serving stack is imported.
+Building it is mostly onnxruntime's own work, which releases the GIL: on a thread beside the
+imports it comes almost for free (docs/PERFORMANCE.md, session 8).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+
+from app.config import Settings, get_settings
+from ingest.embedder import Encoder, SentenceTransformerEncoder, model_id_for
+from ingest.onnx_encoder import EncoderArtifactError, OnnxEncoder, encoder_dir
+
+log = logging.getLogger(__name__)
+
+EncoderFactory = Callable[[Settings], Encoder]
+
+
+def default_encoder(settings: Settings) -> Encoder:
+    """The serving encoder: the int8 ONNX export when there is one (or when asked), else PyTorch.
+
+    The ONNX path imports neither torch nor sentence-transformers.
+    """
+    if settings.encoder_backend != "torch":
+        model_id = model_id_for(settings.model)
+        try:
+            _, threads = settings.encoder_parallelism
+            return OnnxEncoder(encoder_dir(settings.index_path, model_id), model_id, threads=threads,
+                               solo_threads=settings.encoder_solo)
+        except EncoderArtifactError:
+            if settings.encoder_backend == "onnx":
+                raise
+            log.warning("no ONNX export for %s; serving with PyTorch (run `tutor models export`)", model_id)
+    return SentenceTransformerEncoder(settings.model)
+
+
+# What `build_early` started: the settings it was for, and the encoder to come.
+_early: tuple[Settings, Future[Encoder]] | None = None
+
+
+def build_early() -> None:
+    """Start building `default_encoder(get_settings())` on a thread, for `serving_encoder` to take."""
+    global _early
+    settings = get_settings()
+    built: Future[Encoder] = Future()
+
+    def build() -> None:
+        try:
+            built.set_result(default_encoder(settings))
+        except BaseException as exc:  # handed to whoever takes the encoder
+            built.set_exception(exc)
+
+    threading.Thread(target=build, name="tutor-encoder-early", daemon=True).start()
+    _early = settings, built
+
+
+def serving_encoder(settings: Settings) -> Encoder:
+    """`default_encoder`, or the one `build_early` started for the same settings (handed over once).
+
+    Waits for that build, and raises what it raised.
+    """
+    global _early
+    early, _early = _early, None
+    if early is None or early[0] != settings:
+        return default_encoder(settings)
+    return early[1].result()
