@@ -23,8 +23,7 @@ from app.memtrim import heap_trimmer
 from app.models import BankState
 from app.writes import GroupWriter
 from ingest.embedder import Encoder
-from ingest.index import LoadedIndex, load_index
-from ingest.pipeline import INDEX_VERSION_KEY
+from ingest.index import INDEX_VERSION_KEY, LoadedIndex, load_index
 
 log = logging.getLogger(__name__)
 

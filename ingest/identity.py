@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from ingest.parsers.base import clean
+from ingest.cleaning import clean
 
 
 def question_id(document: str, text: str) -> str:

@@ -20,6 +20,9 @@ import faiss
 import numpy as np
 
 FORMAT = 1
+# The bank-state rows (app.models.BankState) that name the live index and its model.
+INDEX_VERSION_KEY = "index_version"
+INDEX_MODEL_KEY = "index_model"
 INDEX_FILE = "index.faiss"
 MANIFEST_FILE = "manifest.json"
 

@@ -28,15 +28,13 @@ from ingest.annotations import load_annotations
 from ingest.concepts import link_concepts
 from ingest.embedder import Encoder
 from ingest.identity import question_id, text_hash
-from ingest.index import IndexEntry, remove_other_versions, write_index
+from ingest.index import INDEX_MODEL_KEY, INDEX_VERSION_KEY, IndexEntry, remove_other_versions, write_index
 from ingest.parsers import ParseIssue, ParseResult, parse_document
 from ingest.records import QuestionRecord, build_records
 from ingest.taxonomy import Taxonomy
 from ingest.vectors import CachedEncoder, VectorCache
 
 Progress = Callable[[str, int, int], None]
-INDEX_VERSION_KEY = "index_version"
-INDEX_MODEL_KEY = "index_model"
 
 
 @dataclass

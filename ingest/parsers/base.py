@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ingest.cleaning import clean
+
 
 @dataclass(frozen=True)
 class LabelledExample:
@@ -69,14 +71,6 @@ class DocumentError(Exception):
         super().__init__(reason)
         self.reason = reason
         self.line = line
-
-
-_SPACES = re.compile(r"\s+")
-
-
-def clean(text: str) -> str:
-    """Collapse runs of whitespace and strip the ends."""
-    return _SPACES.sub(" ", text).strip()
 
 
 _TRAILER = re.compile(r"^(test yourself|\(?nca\)?.*practice test.*)$", re.IGNORECASE)
