@@ -9,15 +9,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
+from typing import TYPE_CHECKING
 
 import limits
 from sqlalchemy import Connection, func, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.db import on_conflict_insert
 from app.errors import NotFoundError, TutorError, UnauthorizedError
 from app.models import ApiKey, ApiUsage, utcnow
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 SECRET_PREFIX = "gt_"
 KNOWN_SCOPES = ("grade", "author")
