@@ -206,7 +206,8 @@ def serve(
 
     # serving_encoder: the encoder app.launch started building, if it did
     app = create_app(encoder_factory=serving_encoder, freeze_gc=True)
-    config = uvicorn.Config(app, host=host, port=port, log_level="info")  # sets up logging
+    # ws="none": the app has no WebSocket routes, so uvicorn need not import a WebSocket protocol.
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", ws="none")  # sets up logging
     project_log_handlers()
     listeners = log_off_the_loop()
     server = uvicorn.Server(config)

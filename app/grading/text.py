@@ -76,6 +76,19 @@ _SYNONYMS: dict[str, str] = {
     "recomput": "recomput", "recalculat": "recomput", "regenerat": "recomput",
 }
 
+
+def _by_first_letter(synonyms: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
+    """The keys a misspelt word may be taken for, by first letter, in order: keys of six letters
+    or more (a typo is never looked for in the first letter)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for key, value in synonyms.items():
+        if len(key) >= 6:
+            out.setdefault(key[0], []).append((key, value))
+    return out
+
+
+_FUZZY_KEYS = _by_first_letter(_SYNONYMS)
+
 STOPWORDS = frozenset(
     {
         "a", "an", "the", "and", "or", "but", "if", "then", "else", "of", "to", "in", "on", "at",
@@ -147,8 +160,8 @@ def _fuzzy_synonym(word: str) -> str | None:
     """A synonym key one typo away ('wieghts' -> 'weights'), for words long enough to be safe."""
     if len(word) < 6:
         return None
-    for key, value in _SYNONYMS.items():
-        if len(key) >= 6 and key[0] == word[0] and _edit_distance_at_most(word, key, 1):
+    for key, value in _FUZZY_KEYS.get(word[0], ()):
+        if _edit_distance_at_most(word, key, 1):
             return value
     return None
 
