@@ -26,9 +26,9 @@ def builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[tup
     monkeypatch.setenv("TUTOR_DATA_DIR", str(tmp_path))
     encoders.get_settings.cache_clear()
     monkeypatch.setattr(encoders, "default_encoder", build)
+    monkeypatch.setattr(encoders, "_early", None)  # and back to what it was, whatever a test left
     yield seen
     encoders.get_settings.cache_clear()
-    monkeypatch.setattr(encoders, "_early", None)
 
 
 def test_the_early_encoder_is_built_on_its_own_thread_and_handed_over_once(builds: list[tuple[Settings, str]]) -> None:
@@ -61,10 +61,10 @@ def test_the_early_build_s_error_reaches_the_app(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("TUTOR_DATA_DIR", str(tmp_path))
     encoders.get_settings.cache_clear()
     monkeypatch.setattr(encoders, "default_encoder", broken)
+    monkeypatch.setattr(encoders, "_early", None)
     try:
         encoders.build_early()
         with pytest.raises(RuntimeError, match="no encoder here"):
             encoders.serving_encoder(encoders.get_settings())
     finally:
         encoders.get_settings.cache_clear()
-        monkeypatch.setattr(encoders, "_early", None)

@@ -11,6 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import app.cli
+import app.encoders
 from app import launch
 from app.config import Settings
 from app.main import create_app
@@ -63,12 +64,15 @@ def test_the_collector_is_turned_back_on_when_the_load_fails(settings: Settings,
         assert gc.get_freeze_count() == 0
 
 
-@pytest.mark.parametrize(("argv", "enabled"), [(["tutor", "serve"], False), (["tutor", "ingest"], True)])
-def test_only_serve_starts_with_the_collector_off(
-    monkeypatch: pytest.MonkeyPatch, collector: None, argv: list[str], enabled: bool
+@pytest.mark.parametrize(("argv", "serving"), [(["tutor", "serve"], True), (["tutor", "ingest"], False)])
+def test_only_serve_starts_with_the_collector_off_and_its_encoder_on_the_way(
+    monkeypatch: pytest.MonkeyPatch, collector: None, argv: list[str], serving: bool
 ) -> None:
-    seen: list[bool] = []
+    collector_on: list[bool] = []
+    early: list[str] = []
     monkeypatch.setattr(sys, "argv", argv)
-    monkeypatch.setattr(app.cli, "app", lambda: seen.append(gc.isenabled()))
+    monkeypatch.setattr(app.encoders, "build_early", lambda: early.append("started"))
+    monkeypatch.setattr(app.cli, "app", lambda: collector_on.append(gc.isenabled()))
     launch.main()
-    assert seen == [enabled]
+    assert collector_on == [not serving]
+    assert early == (["started"] if serving else [])
