@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -228,8 +229,6 @@ def test_concurrent_calls_after_the_caches_expire_read_the_key_and_the_question_
     client: TestClient, make_key: Callable[..., tuple[str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Requests that miss the same expired entry together share one read of it (and all succeed)."""
-    import time
-
     import app.keys.deps as deps
     from app.answers.cache import BankCache
 
