@@ -65,11 +65,13 @@ def prepared_data() -> Iterator[Path]:
 
 
 @contextmanager
-def served(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str], float]]:
-    """`tutor serve` on a free port; yields (base URL, process, seconds from start to /readyz 200)."""
+def served(env: dict[str, str], command: tuple[str, ...] = ("-m", "app.launch", "serve")
+           ) -> Iterator[tuple[str, subprocess.Popen[str], float]]:
+    """`tutor serve` (or another Python `command` taking --port) on a free port; yields (base URL,
+    process, seconds from start to /readyz 200)."""
     port = free_port()
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "app.launch", "serve", "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, *command, "--port", str(port)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
