@@ -12,14 +12,13 @@ and the two servers take turns.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import TypedDict
 
 from bench_api import Pair, _key, _p50, _question, cpu_split, paired, throughput
-from bench_encoder import ANSWER, mix_rate, served_onnx
-from common import bench_env, percentiles, prepared_data, served, time_calls
+from bench_encoder import EncoderProbe, mix_rates, served_onnx
+from common import bench_env, prepared_data, served
 
 FLOOR = Path(__file__).resolve().parent / "floor_app.py"
 SERVERS = {"floor": (str(FLOOR),), "api": ("-m", "app.launch", "serve")}
@@ -34,20 +33,14 @@ class ServerFigures(TypedDict):
     other_threads_ms: list[float]
 
 
-def floor_figures(rounds: int = 3) -> dict[str, ServerFigures]:
-    """Per server ("floor", "api"): one-client p50 and 32-client rate, each between two encoder runs."""
+def floor_figures(probe: EncoderProbe | None = None, rounds: int = 3) -> dict[str, ServerFigures]:
+    """Per server ("floor", "api"): one-client p50 and 32-client rate, each between two runs of the
+    encoder as served (`probe`: the API bench's, or one at the best batch size of 8-64 measured here)."""
     out: dict[str, ServerFigures] = {name: {"p50": [], "rate_32": [], "loop_ms": [], "other_threads_ms": []}
                                      for name in SERVERS}
-    encoder, workers, _ = served_onnx()
-    rates = {size: mix_rate(encoder, size, workers) for size in (8, 16, 32, 64)}
-    size = max(rates, key=rates.__getitem__)
-
-    def lone_p50_ms() -> float:
-        return percentiles(time_calls(lambda: encoder.encode_alone([ANSWER]), 200))[0]
-
-    def encoder_rate() -> float:
-        return mix_rate(encoder, size, workers, passes=2)
-
+    if probe is None:
+        encoder, workers, _ = served_onnx()
+        probe = EncoderProbe(mix_rates(encoder, (8, 16, 32, 64), concurrency=workers))
     with prepared_data() as data:
         env = bench_env(data)
         key, qid = _key(env), ""
@@ -56,15 +49,14 @@ def floor_figures(rounds: int = 3) -> dict[str, ServerFigures]:
             for name in order:
                 with served(env, SERVERS[name]) as (base, proc, _):
                     qid = qid or _question(base)
-                    _measure(out[name], base, proc.pid, key, qid, lone_p50_ms, encoder_rate)
+                    _measure(out[name], base, proc.pid, key, qid, probe)
     return out
 
 
-def _measure(figures: ServerFigures, base: str, pid: int, key: str, qid: str,
-             lone_p50_ms: Callable[[], float], encoder_rate: Callable[[], float]) -> None:
+def _measure(figures: ServerFigures, base: str, pid: int, key: str, qid: str, probe: EncoderProbe) -> None:
     """One server's turn: warm it, then its p50 and its 32-client rate (with the CPU split), each paired."""
     throughput(base, key, qid, 32, 3.0)
-    figures["p50"] += paired(partial(_p50, base, key, qid), lone_p50_ms, rounds=1)
+    figures["p50"] += paired(partial(_p50, base, key, qid), probe.lone_p50_ms, rounds=1)
 
     def rate_32() -> float:
         load, split = cpu_split(pid, partial(throughput, base, key, qid, 32))
@@ -72,7 +64,7 @@ def _measure(figures: ServerFigures, base: str, pid: int, key: str, qid: str,
         figures["other_threads_ms"].append(split["other_threads_ms"])
         return load[0]
 
-    figures["rate_32"] += paired(rate_32, encoder_rate, rounds=1)
+    figures["rate_32"] += paired(rate_32, probe.rate, rounds=1)
 
 
 def print_floor(figures: dict[str, ServerFigures]) -> None:

@@ -65,7 +65,7 @@ def main() -> None:
         print(f"  CPU per answer at 32 clients, {label}: event loop {cpu['loop_ms']:.2f} ms, other threads (encoder, "
               f"writer) {cpu['other_threads_ms']:.2f} ms; machine idle {100 * cpu['machine_idle']:.0f} %")
     print("\n## The API beside its floor: the same encoder and HTTP server, doing nothing else (bench/floor_app.py)")
-    print_floor(floor_figures())
+    print_floor(floor_figures(probe))
     print(f"\n## Ingestion: {api['ingest_embedded']} texts in {api['ingest_s']:.1f} s = "
           f"{api['ingest_texts_per_s']:.0f} texts/s (first run, PyTorch, including model load)")
     print("\n## Search (384-d synthetic, unseen queries)")
