@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from app.grading.text import STOPWORDS, content_stems, has_match, raw_tokens, stem
@@ -45,7 +46,7 @@ def weigh(reference: str, question: str) -> WeightedStems:
     return WeightedStems(tuple(seen), tuple(seen.values()))
 
 
-def recall(answer_stems: set[str], ref: WeightedStems) -> float:
+def recall(answer_stems: AbstractSet[str], ref: WeightedStems) -> float:
     """Weighted fraction of the reference's stems that the answer contains (typos tolerated)."""
     total = sum(ref.weights)
     if total <= 0:
@@ -54,7 +55,7 @@ def recall(answer_stems: set[str], ref: WeightedStems) -> float:
     return hit / total
 
 
-def precision(answer_stems: list[str], vocabulary: set[str]) -> float:
+def precision(answer_stems: list[str], vocabulary: AbstractSet[str]) -> float:
     """Fraction of the answer's content stems found in the question's vocabulary (on-topic-ness)."""
     if not answer_stems:
         return 0.0
@@ -75,7 +76,7 @@ def key_ideas(reference: str, question: str) -> list[str]:
     return ideas
 
 
-def idea_covered(idea: str, answer_stems: set[str], question: str) -> bool:
+def idea_covered(idea: str, answer_stems: AbstractSet[str], question: str) -> bool:
     """An idea is covered when most of its new (not-in-question) stems are in the answer."""
     asked = set(content_stems(question))
     stems = [s for s in content_stems(idea) if s not in asked and s not in _WEAK] or content_stems(idea)

@@ -9,7 +9,7 @@ from app.grading.judge import caught
 from app.grading.roles import reference_clauses
 from app.grading.rubric import GradingItem, Rubric
 from app.grading.scoring import GeneralModel, load_model, signals
-from app.grading.text import content_stems
+from app.grading.text import StemSet, content_stems
 from ingest.embedder import Encoder
 
 MARGIN = 0.5  # logit margin wanted between calibration positives/negatives and the threshold
@@ -56,7 +56,7 @@ def _build(item: GradingItem, vecs: np.ndarray, model_id: str) -> Rubric:
         expl_vec=expl_vec,
         ref_stems=[weigh(r, item.question) for r in item.reference_answers],
         wrong_stems=[weigh(w, item.question) for w in item.wrong_answers],
-        vocabulary=vocab,
+        vocabulary=StemSet(vocab, remember=False),
         ideas=ideas,
         idea_vecs=idea_vecs,
         clauses=[reference_clauses(r, item.question) for r in item.reference_answers],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -45,7 +46,7 @@ def _example_evidence(rubric: Rubric, sig: Signals) -> tuple[float, float, str |
     return EXAMPLE_WEIGHT * ev_c, EXAMPLE_WEIGHT * ev_p, adopted
 
 
-def _misconception(rubric: Rubric, sig: Signals, answer_stems: set[str], skip: int = -1) -> str | None:
+def _misconception(rubric: Rubric, sig: Signals, answer_stems: AbstractSet[str], skip: int = -1) -> str | None:
     """The wrong answer this answer is clearly closer to than to any accepted answer, if any.
 
     Needs a margin and the wrong option's own words: a short partial answer shares the topic
@@ -69,7 +70,7 @@ def _misconception(rubric: Rubric, sig: Signals, answer_stems: set[str], skip: i
     return rubric.item.wrong_answers[best] if best >= 0 else None
 
 
-def _states_claim(rubric: Rubric, wrong: int, answer_stems: set[str]) -> bool:
+def _states_claim(rubric: Rubric, wrong: int, answer_stems: AbstractSet[str]) -> bool:
     """Whether the answer uses a word of the wrong option that no accepted answer uses (or it has none)."""
     own = rubric.wrong_own_stems[wrong]
     return not own or any(has_match(s, answer_stems) for s in own)
@@ -94,7 +95,7 @@ def _flags(rubric: Rubric, text: str, sig: Signals, n_answer: int) -> list[str]:
 def caught(rubric: Rubric, text: str, sig: Signals, skip_wrong: int = -1) -> bool:
     """Whether the hard checks alone reject an answer (used to calibrate on known negatives)."""
     stems = content_stems(text)
-    if _misconception(rubric, sig, set(stems), skip_wrong) is not None:
+    if _misconception(rubric, sig, sig.stems, skip_wrong) is not None:
         return True
     return any(f in _BLOCKING for f in _flags(rubric, text, sig, len(stems)))
 
@@ -129,7 +130,7 @@ def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
     z_c = z_ref + rubric.offset_correct + ev_c
     z_p = z_p_raw + rubric.offset_partial + ev_p
     flags = [*flags, *_flags(rubric, text, sig, len(stems))]
-    wrong = _misconception(rubric, sig, set(stems))
+    wrong = _misconception(rubric, sig, sig.stems)
     if wrong is not None:
         flags.append("misconception")
     p_c = _sigmoid(z_c)
@@ -155,7 +156,7 @@ def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
     if confidence < UNSURE:
         flags.append("unsure")
     ideas = rubric.ideas[sig.ref.best] if rubric.ideas else []
-    covered = [i for i in ideas if idea_covered(i, set(stems), rubric.item.question)]
+    covered = [i for i in ideas if idea_covered(i, sig.stems, rubric.item.question)]
     public_flags = [f for f in flags if f != "misconception"]
     return {
         "verdict": verdict,

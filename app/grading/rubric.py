@@ -11,7 +11,7 @@ import numpy as np
 
 from app.grading.align import WeightedStems
 from app.grading.roles import Clause
-from app.grading.text import has_match
+from app.grading.text import StemSet, has_match
 
 GRADER_VERSION = "grader-1.4"
 
@@ -42,7 +42,7 @@ class Rubric:
     expl_vec: np.ndarray | None
     ref_stems: list[WeightedStems]
     wrong_stems: list[WeightedStems]
-    vocabulary: set[str]  # stems of the question, accepted answers and explanation (not wrong ones)
+    vocabulary: StemSet  # stems of the question, accepted answers and explanation (not wrong ones)
     ideas: list[list[str]]  # key ideas per reference answer, in order
     idea_vecs: np.ndarray  # one row per idea, all references' ideas concatenated
     clauses: list[list[Clause]]
@@ -113,7 +113,7 @@ class Rubric:
             expl_vec=None if expl is None else _unpack(expl)[0],
             ref_stems=[WeightedStems(tuple(s), tuple(float(x) for x in w)) for s, w in d["ref_stems"]],
             wrong_stems=[WeightedStems(tuple(s), tuple(float(x) for x in w)) for s, w in d["wrong_stems"]],
-            vocabulary=set(d["vocabulary"]),
+            vocabulary=StemSet(d["vocabulary"], remember=False),
             ideas=[list(i) for i in d["ideas"]],
             idea_vecs=_unpack(vec["ideas"]),
             clauses=[[Clause(tuple(s), tuple(p)) for s, p in cs] for cs in d["clauses"]],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 from app.grading.align import WeightedStems, idea_covered, precision, recall
 from app.grading.checks import negation_mismatch
 from app.grading.rubric import Rubric
+from app.grading.text import StemSet
 
 FEATURES = ("sim", "coverage", "idea_coverage", "sim_question", "log_length", "log_words")
 MODEL_PATH = Path(__file__).with_name("general_model.json")
@@ -40,6 +42,7 @@ class Signals:
     example_sims: list[float]
     negation: bool
     on_topic: float  # fraction of the answer's words found in the question's vocabulary
+    stems: StemSet  # the answer's content stems (with what matching them against rubric words found)
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ def feature_vector(sim: float, coverage: float, idea_coverage: float, sim_q: flo
                     dtype=np.float64)
 
 
-def idea_coverage(rubric: Rubric, best: int, ans_set: set[str]) -> float:
+def idea_coverage(rubric: Rubric, best: int, ans_set: AbstractSet[str]) -> float:
     """Fraction of the best reference's key ideas whose new words the answer contains."""
     ideas = rubric.ideas[best] if best < len(rubric.ideas) else []
     if not ideas:
@@ -100,7 +103,7 @@ def idea_coverage(rubric: Rubric, best: int, ans_set: set[str]) -> float:
     return sum(1 for i in ideas if idea_covered(i, ans_set, rubric.item.question)) / len(ideas)
 
 
-def _side(ans_vec: np.ndarray, ans_set: set[str], n_answer: int, vecs: np.ndarray,
+def _side(ans_vec: np.ndarray, ans_set: AbstractSet[str], n_answer: int, vecs: np.ndarray,
           stems: list[WeightedStems], sim_q: float, extra_sim: float = -1.0,
           rubric: Rubric | None = None) -> Side:
     sims = [float(v) for v in vecs @ ans_vec] if len(vecs) else []
@@ -125,7 +128,7 @@ def _key_stems(ref: WeightedStems) -> set[str]:
 
 def signals(rubric: Rubric, ans_vec: np.ndarray, answer: str, ans_stems: list[str]) -> Signals:
     """Compute every signal for an answer whose vector is already known."""
-    ans_set = set(ans_stems)
+    ans_set = StemSet(ans_stems)
     sim_q = float(rubric.question_vec @ ans_vec)
     sim_e = float(rubric.expl_vec @ ans_vec) if rubric.expl_vec is not None else -1.0
     # Polarity is checked against the reference the answer is closest to: with several references
@@ -141,4 +144,4 @@ def signals(rubric: Rubric, ans_vec: np.ndarray, answer: str, ans_stems: list[st
     if rubric.wrong_stems:
         wrong = _side(ans_vec, ans_set, len(ans_stems), rubric.wrong_vecs, rubric.wrong_stems, sim_q)
     ex_sims = [float(v) for v in rubric.example_vecs @ ans_vec] if len(rubric.example_vecs) else []
-    return Signals(ref, wrong, sim_e, sim_q, ex_sims, neg, precision(ans_stems, rubric.vocabulary))
+    return Signals(ref, wrong, sim_e, sim_q, ex_sims, neg, precision(ans_stems, rubric.vocabulary), ans_set)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Collection, Iterable
 from functools import lru_cache
 
 # Multi-word domain terms and spelling variants folded onto one token before splitting,
@@ -208,12 +209,44 @@ def stems_match(a: str, b: str) -> bool:
     return _edit_distance_at_most(a, b, 2 if len(short) >= 9 else 1)
 
 
-def has_match(word: str, others: list[str] | set[str]) -> bool:
+class StemSet(frozenset[str]):
+    """Stems with what `has_match` needs computed once: those of 5+ letters (only they can match a
+    stem other than themselves) and, with `remember`, the answer for each word already asked.
+
+    An answer's stems remember: grading asks about the same rubric words several times for one
+    answer (each reference's recall twice, its ideas, the wrong options' own words), and the set
+    is used by one thread, then dropped. A rubric's vocabulary does not: it lives as long as the
+    rubric, and would otherwise keep every word of every answer graded against it.
+    """
+
+    __slots__ = ("_long", "_seen")
+    _long: tuple[str, ...]
+    _seen: dict[str, bool] | None
+
+    def __new__(cls, stems: Iterable[str] = (), *, remember: bool = True) -> StemSet:
+        self = super().__new__(cls, stems)
+        self._long = tuple(s for s in self if len(s) >= 5)
+        self._seen = {} if remember else None
+        return self
+
+    def matches(self, word: str) -> bool:
+        """`has_match(word, self)`, for a word of 5+ letters that is not in the set."""
+        if self._seen is None:
+            return any(stems_match(word, o) for o in self._long)
+        found = self._seen.get(word)
+        if found is None:
+            found = self._seen[word] = any(stems_match(word, o) for o in self._long)
+        return found
+
+
+def has_match(word: str, others: Collection[str]) -> bool:
     """Whether a stem matches any stem in a collection."""
     if word in others:
         return True
     if len(word) < 5:  # beyond equality, stems_match needs both stems 5+ letters long
         return False
+    if isinstance(others, StemSet):
+        return others.matches(word)
     return any(stems_match(word, o) for o in others)
 
 

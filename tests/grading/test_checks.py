@@ -13,7 +13,7 @@ from app.grading.checks import (
     strip_injection,
 )
 from app.grading.roles import clauses_swapped, markers_swapped, reference_clauses, subjects_missing
-from app.grading.text import content_stems, stems_match
+from app.grading.text import StemSet, content_stems, has_match, stems_match
 
 DP_Q = "What is the difference between data parallelism and model parallelism?"
 DP_REF = "Data parallelism replicates the model and splits data; model parallelism splits the model across devices"
@@ -170,3 +170,26 @@ def test_an_answer_about_something_else_gets_no_partial_credit() -> None:
     )
     result = grade(rubric, "It makes the GPU fans spin faster so the cards stay cool.", encoder)
     assert result.verdict == "incorrect" and "off_topic" in result.flags
+
+
+def test_a_stem_set_matches_exactly_as_a_plain_set_does() -> None:
+    """StemSet only skips stems too short to match another and remembers answers: same results."""
+    answer = content_stems("The pipline schedule overlaps micro-batches; 1F1B keeps paralelism high, "
+                           "activations low, and a bubble of (p-1)/m of each step idles the GPUs in 2024")
+    words = [*answer, "pipeline", "parallelism", "activat", "bubbles", "schedul", "microbatch", "gpus",
+             "activation", "overlapping", "2025", "idl", "stage", "state", "steps", "highly", "xyzzy"]
+    words += [w[:-1] + "x" for w in words if len(w) > 3] + [w[1:] for w in words]
+    remembering, forgetting = StemSet(answer), StemSet(answer, remember=False)
+    for _ in range(2):  # the second round answers from what the first remembered
+        for word in words:
+            expected = has_match(word, set(answer))
+            assert has_match(word, remembering) is expected, word
+            assert has_match(word, forgetting) is expected, word
+    assert remembering == set(answer)  # still the answer's stems, to every other use
+
+
+def test_a_rubrics_vocabulary_does_not_remember_the_answers_graded_against_it() -> None:
+    vocabulary = StemSet(["pipelin", "parallel", "bubbl"], remember=False)
+    assert has_match("pipeline", vocabulary)
+    assert not has_match("sourdough", vocabulary)
+    assert vocabulary._seen is None
