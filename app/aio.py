@@ -8,8 +8,9 @@ cores stay with the encoder.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future
+from functools import partial
 from typing import Generic, TypeVar
 
 import numpy as np
@@ -67,25 +68,60 @@ class SingleFlight(Generic[K, T]):
     that arrives before it is read again would otherwise read it too (measured at 32 clients:
     73 reads of one key and one question in 10 s instead of 10). Callers that come while a load
     runs await its result, or its error; one that goes away does not cancel it for the others.
+    Several keys can be asked at once (`load_many`): those not already being read are read
+    together, in one call.
     """
 
     def __init__(self) -> None:
-        self._loads: dict[K, asyncio.Task[T]] = {}
+        self._loads: dict[K, asyncio.Future[T]] = {}
 
     async def load(self, key: K, fn: Callable[[], T]) -> T:
         """`fn()`'s result, from the load of `key` already running on this loop or from a new one."""
-        task = self._loads.get(key)
-        if task is None or task.get_loop() is not asyncio.get_running_loop():
-            task = asyncio.ensure_future(run_in_threadpool(fn))
-            self._loads[key] = task
-            task.add_done_callback(lambda done: self._forget(key, done))
-        return await asyncio.shield(task)
+        (out,) = await self.load_many([key], lambda _keys: {key: fn()})
+        if isinstance(out, BaseException):
+            raise out
+        return out
 
-    def _forget(self, key: K, task: asyncio.Task[T]) -> None:
-        if self._loads.get(key) is task:
+    async def load_many(self, keys: Sequence[K], fn: Callable[[list[K]], Mapping[K, T | Exception]]
+                        ) -> list[T | BaseException]:
+        """Each key's value or its own error, in order. Keys already being read on this loop share
+        that read; the others are read by one `fn(those keys)` call on a worker thread, which returns a
+        value or an exception per key (an exception it raises is every one of its keys')."""
+        loop = asyncio.get_running_loop()
+        waits: dict[K, asyncio.Future[T]] = {}
+        new: list[K] = []
+        for key in keys:
+            if key in waits:
+                continue
+            running = self._loads.get(key)
+            if running is not None and running.get_loop() is loop:
+                waits[key] = running
+                continue
+            waits[key] = self._loads[key] = loop.create_future()
+            waits[key].add_done_callback(partial(self._forget, key))
+            new.append(key)
+        if new:
+            read = asyncio.ensure_future(run_in_threadpool(fn, new))
+            read.add_done_callback(partial(_settle, {key: waits[key] for key in new}))
+        return await asyncio.gather(*(asyncio.shield(waits[key]) for key in keys), return_exceptions=True)
+
+    def _forget(self, key: K, load: asyncio.Future[T]) -> None:
+        if self._loads.get(key) is load:
             del self._loads[key]
-        if not task.cancelled():
-            task.exception()  # retrieved, even when every caller went away
+        if not load.cancelled():
+            load.exception()  # retrieved, even when every caller went away
 
     def __len__(self) -> int:
         return len(self._loads)
+
+
+def _settle(loads: dict[K, asyncio.Future[T]], read: asyncio.Future[Mapping[K, T | Exception]]) -> None:
+    """Hand each key's value or error from one read to the callers waiting for it."""
+    error = asyncio.CancelledError() if read.cancelled() else read.exception()
+    values = read.result() if error is None else {}
+    for key, load in loads.items():
+        value = values.get(key, error or KeyError(key))
+        if isinstance(value, BaseException):
+            load.set_exception(value)
+        else:
+            load.set_result(value)

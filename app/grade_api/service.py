@@ -82,48 +82,53 @@ Resolved = _Target | NotFoundError
 
 async def _targets(runtime: Runtime, index: LoadedIndex, book: RubricBook, key: Caller, items: list[GradeIn],
                    strict: bool) -> list[Resolved]:
-    """Each item's target: bank questions from the runtime's cache, the rest (and misses) on a worker thread."""
+    """Each item's target: bank questions from the runtime's cache, else read once for every request that
+    asks for them at the same time (`question_reads`); registered rubrics and inline questions on a worker thread."""
     out: list[Resolved | None] = [None] * len(items)
     for i, item in enumerate(items):
         entry = runtime.questions.get(index, item.question_id) if item.question_id is not None else None
         if entry is not None:
             out[i] = _Target(entry.rubric, view=entry.view)
-    missing = [i for i, t in enumerate(out) if t is None]
-    question_id = items[missing[0]].question_id if len(missing) == 1 else None
-    if question_id is not None:  # one bank question to read: shared with the requests that wait for it too
-        try:
-            entry = await runtime.question_reads.load(
-                (index.version, question_id), partial(_read_question, runtime, index, book, question_id)
-            )
-            out[missing[0]] = _Target(entry.rubric, view=entry.view)
-        except NotFoundError as exc:
-            if strict:
-                raise
-            out[missing[0]] = exc
-    elif missing:
-        found = await run_in_threadpool(_resolve, runtime, index, book, key, [items[i] for i in missing], strict)
-        for i, target in zip(missing, found, strict=True):
+    asked = [i for i, t in enumerate(out) if t is None and items[i].question_id is not None]
+    if asked:
+        keys = [(index.version, str(items[i].question_id)) for i in asked]
+        entries = await runtime.question_reads.load_many(keys, partial(_read_questions, runtime, index, book))
+        for i, read in zip(asked, entries, strict=True):
+            if isinstance(read, NotFoundError) and not strict:
+                out[i] = read
+            elif isinstance(read, BaseException):
+                raise read
+            else:
+                out[i] = _Target(read.rubric, view=read.view)
+    rest = [i for i, t in enumerate(out) if t is None]
+    if rest:
+        found = await run_in_threadpool(_resolve, runtime, book, key, [items[i] for i in rest], strict)
+        for i, target in zip(rest, found, strict=True):
             out[i] = target
     return [t for t in out if t is not None]
 
 
-def _read_question(runtime: Runtime, index: LoadedIndex, book: RubricBook, question_id: str) -> BankEntry:
+def _read_questions(runtime: Runtime, index: LoadedIndex, book: RubricBook,
+                    keys: list[tuple[str, str]]) -> dict[tuple[str, str], BankEntry | Exception]:
+    """Bank questions by (index version, id), in one transaction; an unknown one is its own NotFoundError."""
+    out: dict[tuple[str, str], BankEntry | Exception] = {}
     with transaction(runtime.factory) as session:
-        return runtime.questions.load(session, index, book, question_id)
+        for version_and_id in keys:
+            try:
+                out[version_and_id] = runtime.questions.load(session, index, book, version_and_id[1])
+            except NotFoundError as exc:
+                out[version_and_id] = exc
+    return out
 
 
-def _resolve(runtime: Runtime, index: LoadedIndex, book: RubricBook, key: Caller, items: list[GradeIn],
-             strict: bool) -> list[Resolved]:
-    """Targets that need the database, in one transaction; inline questions are prepared in one batch."""
+def _resolve(runtime: Runtime, book: RubricBook, key: Caller, items: list[GradeIn], strict: bool) -> list[Resolved]:
+    """Registered rubrics (read in one transaction) and inline questions (prepared in one batch)."""
     out: list[Resolved | None] = []
     inline: list[int] = []
     with transaction(runtime.factory) as session:
         for i, item in enumerate(items):
             try:
-                if item.question_id is not None:
-                    entry = runtime.questions.load(session, index, book, item.question_id)
-                    out.append(_Target(entry.rubric, view=entry.view))
-                elif item.rubric_id is not None:
+                if item.rubric_id is not None:
                     row = load_rubric(session, key, item.rubric_id)
                     out.append(_Target(Rubric.from_dict(row.prepared), rubric_id=row.id))
                 else:

@@ -93,3 +93,40 @@ def test_single_flight_gives_the_error_to_every_caller_and_survives_a_cancelled_
     assert all(isinstance(e, LookupError) for e in errors) and len(flight) == 0
     with pytest.raises(LookupError):
         asyncio.run(flight.load("k", failing))
+
+
+def test_single_flight_reads_several_keys_in_one_call_and_shares_the_ones_already_being_read() -> None:
+    calls: list[list[str]] = []
+    release = threading.Event()
+
+    def read(keys: list[str]) -> dict[str, str | Exception]:
+        calls.append(list(keys))
+        release.wait(5)
+        return {k: LookupError(k) if k == "nope" else k.upper() for k in keys}
+
+    flight: SingleFlight[str, str] = SingleFlight()
+
+    async def scenario() -> list[list[str | BaseException]]:
+        first = asyncio.create_task(flight.load_many(["a", "b"], read))
+        await asyncio.sleep(0.05)  # "a" and "b" are being read now
+        second = asyncio.create_task(flight.load_many(["b", "c", "nope", "c"], read))
+        await asyncio.sleep(0.05)
+        release.set()
+        return [await first, await second]
+
+    first, second = asyncio.run(scenario())
+    assert first == ["A", "B"]
+    assert second[:2] == ["B", "C"] and second[3] == "C"
+    assert isinstance(second[2], LookupError)  # its own key's error only
+    assert calls == [["a", "b"], ["c", "nope"]]  # "b" was shared, "c" read once
+    assert len(flight) == 0
+
+
+def test_single_flight_gives_an_error_of_the_whole_read_to_each_of_its_keys() -> None:
+    def down(keys: list[str]) -> dict[str, str | Exception]:
+        raise ConnectionError("database went away")
+
+    flight: SingleFlight[str, str] = SingleFlight()
+    out = asyncio.run(flight.load_many(["a", "b"], down))
+    assert all(isinstance(e, ConnectionError) for e in out) and len(out) == 2
+    assert len(flight) == 0

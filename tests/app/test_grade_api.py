@@ -262,6 +262,42 @@ def test_concurrent_calls_after_the_caches_expire_read_the_key_and_the_question_
     assert len(runtime.key_reads) == 0 and len(runtime.question_reads) == 0  # nothing left behind
 
 
+def test_concurrent_batches_read_each_bank_question_once(
+    client: TestClient, make_key: Callable[..., tuple[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batch calls that miss the same bank questions together share their reads, unknown ids included."""
+    from app.answers.cache import BankCache
+
+    _, secret = make_key()
+    qids = [q["id"] for q in client.get("/v1/questions", params={"q": "pipeline"}).json()["items"][:3]]
+    reads: list[str] = []
+    load = BankCache.load
+
+    def slow_load(self: BankCache, session: object, index: object, book: object, question_id: str) -> object:
+        reads.append(question_id)
+        time.sleep(0.2)  # long enough for the other batches to arrive while it runs
+        return load(self, session, index, book, question_id)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(BankCache, "load", slow_load)
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    runtime.questions.clear()
+    items = [{"question_id": q, "answer": "stages run micro-batches in turn"} for q in [*qids, "q_nope"]]
+    results: list[list[dict[str, object]]] = []
+
+    def call(i: int) -> int:
+        res = client.post("/v1/grade/batch", json={"items": items}, headers={"X-API-Key": secret})
+        results.append(res.json()["results"])
+        return res.status_code
+
+    assert len(qids) == 3
+    assert _at_once(4, call) == [200] * 4
+    assert sorted(reads) == sorted([*qids, "q_nope"])  # each once, for all four batches
+    for batch in results:
+        assert [r.get("verdict") is not None for r in batch] == [True, True, True, False]
+        assert batch[3]["error"]["code"] == "not_found"  # type: ignore[index]
+    assert len(runtime.question_reads) == 0
+
+
 @pytest.mark.parametrize("way", ["on the worker", "worker grades, writer busy", "on the loop"])
 def test_a_lone_grade_is_stored_and_counted_whichever_thread_finishes_it(
     client: TestClient, make_key: Callable[..., tuple[str, str]], monkeypatch: pytest.MonkeyPatch, way: str
