@@ -133,13 +133,12 @@ def signals(rubric: Rubric, ans_vec: np.ndarray, answer: str, ans_stems: list[st
     sim_e = float(rubric.expl_vec @ ans_vec) if rubric.expl_vec is not None else -1.0
     # Polarity is checked against the reference the answer is closest to: with several references
     # ("not connected" / "separated by a gap") one of them will not share the answer's polarity.
-    refs = list(rubric.item.reference_answers)
-    closest = _argmax([float(rubric.ref_vecs[i] @ ans_vec) + recall(ans_set, w)
-                       for i, w in enumerate(rubric.ref_stems)])
-    neg = negation_mismatch(answer, [refs[closest]], [_key_stems(rubric.ref_stems[closest])])
     # The explanation paraphrases the answer but says more, so its similarity counts a little less.
     ref = _side(ans_vec, ans_set, len(ans_stems), rubric.ref_vecs, rubric.ref_stems, sim_q,
                 extra_sim=sim_e - 0.05 if sim_e > -1 else -1.0, rubric=rubric)
+    refs = list(rubric.item.reference_answers)
+    closest = _argmax([s + c for s, c in zip(ref.sims, ref.coverages, strict=True)])
+    neg = negation_mismatch(answer, [refs[closest]], [_key_stems(rubric.ref_stems[closest])])
     wrong = None
     if rubric.wrong_stems:
         wrong = _side(ans_vec, ans_set, len(ans_stems), rubric.wrong_vecs, rubric.wrong_stems, sim_q)

@@ -231,11 +231,11 @@ class StemSet(frozenset[str]):
 
     def matches(self, word: str) -> bool:
         """`has_match(word, self)`, for a word of 5+ letters that is not in the set."""
-        if self._seen is None:
-            return any(stems_match(word, o) for o in self._long)
-        found = self._seen.get(word)
+        found = self._seen.get(word) if self._seen is not None else None
         if found is None:
-            found = self._seen[word] = any(stems_match(word, o) for o in self._long)
+            found = any(stems_match(word, o) for o in self._long)
+            if self._seen is not None:
+                self._seen[word] = found
         return found
 
 
