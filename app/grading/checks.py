@@ -38,6 +38,10 @@ _INJECTION = re.compile(
     r"|verdict\s*[:=]\s*correct|(?:output|return|respond\s+with)\s+[\"']?correct",
     re.IGNORECASE,
 )
+# The same pattern without IGNORECASE, for ASCII text lowercased first: about four times faster
+# (IGNORECASE tries every case at every position). Other text keeps the original pattern,
+# since IGNORECASE also folds a few non-ASCII letters onto ASCII ones (the long s onto "s").
+_INJECTION_LOWER = re.compile(_INJECTION.pattern)
 _TERM = re.compile(r"\b(?:[A-Z][A-Za-z0-9]*[A-Z0-9][A-Za-z0-9]*|[a-z]+[A-Z][A-Za-z]*|\w*\d\w*)\b")
 _CLAUSE = re.compile(r"[^.;!?\n]+[.;!?\n]*")
 _SPLIT_CLAUSES = re.compile(r"[;.!?\n]+|,\s*(?:while|whereas|but)\s+|\s+(?:while|whereas)\s+")
@@ -54,13 +58,20 @@ def is_evasive(answer: str) -> bool:
     return bool(tokens) and all(t in STOPWORDS for t in tokens) and len(tokens) <= 6
 
 
+def has_injection(text: str) -> bool:
+    """Whether the text has a sentence that instructs the grader."""
+    if text.isascii():
+        return _INJECTION_LOWER.search(text.lower()) is not None
+    return _INJECTION.search(text) is not None
+
+
 def strip_injection(answer: str) -> tuple[str, bool]:
     """Remove sentences that instruct the grader; returns (remaining text, whether any were found)."""
-    if not _INJECTION.search(answer):
+    if not has_injection(answer):
         return answer, False
     kept: list[str] = []
     for clause in _CLAUSE.findall(answer):
-        if not _INJECTION.search(clause):
+        if not has_injection(clause):
             kept.append(clause)
             continue
         # Keep any real content before the instruction inside the same sentence.

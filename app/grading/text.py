@@ -250,6 +250,7 @@ def has_match(word: str, others: Collection[str]) -> bool:
     return any(stems_match(word, o) for o in others)
 
 
+@lru_cache(maxsize=16384)  # options and references are normalised again for every answer
 def normalise_option(text: str) -> str:
     """Case- and punctuation-insensitive form used for exact option matching."""
     text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
