@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import lru_cache
 
 from app.grading.text import STOPWORDS, content_stems, has_match, raw_tokens, stem
 
@@ -78,9 +79,15 @@ def key_ideas(reference: str, question: str) -> list[str]:
 
 def idea_covered(idea: str, answer_stems: AbstractSet[str], question: str) -> bool:
     """An idea is covered when most of its new (not-in-question) stems are in the answer."""
-    asked = set(content_stems(question))
-    stems = [s for s in content_stems(idea) if s not in asked and s not in _WEAK] or content_stems(idea)
+    stems = _idea_stems(idea, question)
     if not stems:
         return False
     hits = sum(1 for s in stems if has_match(s, answer_stems))
     return hits / len(stems) >= 0.5
+
+
+@lru_cache(maxsize=16384)  # a rubric's ideas are asked about for every answer graded against it
+def _idea_stems(idea: str, question: str) -> tuple[str, ...]:
+    """The stems of an idea that the question does not already give (all of them if none)."""
+    asked = set(content_stems(question))
+    return tuple(s for s in content_stems(idea) if s not in asked and s not in _WEAK) or tuple(content_stems(idea))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from app.grading.text import (
     NEGATION_STEMS,
@@ -155,12 +156,14 @@ def negated_spans(text: str, soft: bool = True, width: int = 3) -> tuple[set[str
     return negated, outside
 
 
-def negated_stems(text: str) -> set[str]:
+@lru_cache(maxsize=4096)  # asked of the same references for every answer that negates something
+def negated_stems(text: str) -> frozenset[str]:
     """Content stems that fall within the scope of a negation cue (soft cues included)."""
-    return negated_spans(text)[0]
+    return frozenset(negated_spans(text)[0])
 
 
-def reference_negated(reference: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def reference_negated(reference: str) -> frozenset[str]:
     """Stems a reference denies (to the clause end) or calls unwanted ('reduces idle time')."""
     out = negated_spans(reference, soft=True, width=99)[0]
     for clause in _SCOPE_SPLIT.split(reference):
@@ -168,7 +171,7 @@ def reference_negated(reference: str) -> set[str]:
         for i, s in enumerate(stems):
             if s in _REF_CUES:
                 out.update(stems[i + 1 : i + 4])
-    return out
+    return frozenset(out)
 
 
 def negation_mismatch(answer: str, references: list[str], key_stems: list[set[str]]) -> bool:
@@ -188,7 +191,8 @@ def negation_mismatch(answer: str, references: list[str], key_stems: list[set[st
                    and not has_match(w, outside)}
         if not flipped:
             continue
-        kept = [k for k in keys if k not in negated_stems(ref)]
+        denied = negated_stems(ref)
+        kept = [k for k in keys if k not in denied]
         covered = sum(1 for k in kept if has_match(k, outside))
         if covered < 0.5 * len(kept):
             return True

@@ -10,6 +10,7 @@ from app.grading.text import STOPWORDS, raw_tokens, stem, stems_match
 
 _CLAUSES = re.compile(r"[;.!?\n]+|,\s*|\s+(?:while|whereas|but)\s+|\s+and\s+(?=\w+\s+(?:is|are)\b)")
 _MARKERS = (("instead", "of"), ("rather", "than"), ("than",))
+_MARKER_WORDS = frozenset(m[0] for m in _MARKERS)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ def _marker_sides(text: str) -> list[tuple[set[str], set[str]]]:
     """(left, right) content stems around 'instead of' / 'rather than' / 'than' markers."""
     toks = raw_tokens(text)
     out: list[tuple[set[str], set[str]]] = []
+    if _MARKER_WORDS.isdisjoint(toks):  # most texts have no marker: skip the scan
+        return out
     for i in range(len(toks)):
         for marker in _MARKERS:
             if tuple(toks[i : i + len(marker)]) != marker:
