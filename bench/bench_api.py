@@ -68,12 +68,14 @@ class ApiFigures(TypedDict, total=False):
 LUA = Path(__file__).resolve().parent / "wrk_grade.lua"
 
 
-def _key(env: dict[str, str]) -> str:
+def grading_key(env: dict[str, str]) -> str:
+    """A new API key for the bench, with a rate limit no load reaches."""
     out = run_tutor(env, "keys", "create", "bench", "--rate-limit", "1000000/minute").stdout
     return re.findall(r"(gt_[A-Za-z0-9_-]{43})", out)[0]
 
 
-def _question(base: str) -> str:
+def bank_question(base: str) -> str:
+    """The id of a bank question the served API knows (the one the loads grade against)."""
     return str(httpx.get(f"{base}/v1/questions", params={"q": "reduce-scatter"}).json()["items"][0]["id"])
 
 
@@ -161,11 +163,13 @@ def cpu_split(pid: int, load: Callable[[], Load], seconds: float = 10.0) -> tupl
                     "machine_idle": idle}
 
 
-def _p50(base: str, key: str, qid: str) -> float:
+def p50_one_client(base: str, key: str, qid: str) -> float:
+    """`latency`'s p50 over 5 s: one side of the paired p50 ratio."""
     return latency(base, key, qid, ANSWER, 5.0)[0]
 
 
-def _rate_32(base: str, key: str, qid: str) -> float:
+def rate_32_clients(base: str, key: str, qid: str) -> float:
+    """Answers/s at 32 clients: one side of the paired throughput ratio."""
     return throughput(base, key, qid, 32)[0]
 
 
@@ -196,9 +200,9 @@ def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64), probe: EncoderProbe | 
         out["ingest_wall_s"] = time.perf_counter() - start
         for label, extra in (("batched", {}), ("unbatched", {"TUTOR_BATCH_MAX": "1", "TUTOR_BATCH_WAIT_MS": "0"})):
             env = bench_env(data, **extra)
-            key = _key(env)
+            key = grading_key(env)
             with served(env) as (base, proc, ready_s):
-                qid = _question(base)
+                qid = bank_question(base)
                 if label == "batched":
                     out["grade_p50_ms"], out["grade_p99_ms"] = latency(base, key, qid, ANSWER)
                     out["backend"] = httpx.get(f"{base}/readyz").json()["backend"]
@@ -207,17 +211,17 @@ def api_figures(levels: tuple[int, ...] = (1, 8, 32, 64), probe: EncoderProbe | 
                 rates[32], out["cpu_32"][label] = cpu_split(proc.pid, partial(throughput, base, key, qid, 32))
                 out["rates"][label] = dict(sorted(rates.items()))
                 if label == "batched" and probe is not None:
-                    out["paired_p50"] = paired(partial(_p50, base, key, qid), probe.lone_p50_ms)
-                    out["paired_32"] = paired(partial(_rate_32, base, key, qid), probe.rate)
+                    out["paired_p50"] = paired(partial(p50_one_client, base, key, qid), probe.lone_p50_ms)
+                    out["paired_32"] = paired(partial(rate_32_clients, base, key, qid), probe.rate)
                 if label == "batched":
                     out["rss_mb"] = psutil.Process(proc.pid).memory_info().rss / 2**20  # after the load
                     time.sleep(TRIM_S + 1)  # and once the housekeeping thread has handed freed memory back
                     out["rss_idle_mb"] = psutil.Process(proc.pid).memory_info().rss / 2**20
         # The baseline before the fast path: PyTorch, one request's answer encoded at a time.
         env = bench_env(data, TUTOR_ENCODER_BACKEND="torch", TUTOR_BATCH_MAX="1", TUTOR_ENCODER_WORKERS="1")
-        key = _key(env)
+        key = grading_key(env)
         with served(env) as (base, _, _):
-            out["torch_per_request_32"] = throughput(base, key, _question(base), 32)
+            out["torch_per_request_32"] = throughput(base, key, bank_question(base), 32)
         starts = []
         for _ in range(3):
             with served(bench_env(data)) as (_, _, ready_s):

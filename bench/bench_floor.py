@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TypedDict
 
-from bench_api import Pair, _key, _p50, _question, cpu_split, paired, throughput
+from bench_api import Pair, bank_question, cpu_split, grading_key, p50_one_client, paired, throughput
 from bench_encoder import EncoderProbe, mix_rates, served_onnx
 from common import bench_env, prepared_data, served
 
@@ -43,12 +43,12 @@ def floor_figures(probe: EncoderProbe | None = None, rounds: int = 3) -> dict[st
         probe = EncoderProbe(mix_rates(encoder, (8, 16, 32, 64), concurrency=workers))
     with prepared_data() as data:
         env = bench_env(data)
-        key, qid = _key(env), ""
+        key, qid = grading_key(env), ""
         for turn in range(rounds):
             order = list(SERVERS) if turn % 2 else list(reversed(SERVERS))  # the API first: it names the question
             for name in order:
                 with served(env, SERVERS[name]) as (base, proc, _):
-                    qid = qid or _question(base)
+                    qid = qid or bank_question(base)
                     _measure(out[name], base, proc.pid, key, qid, probe)
     return out
 
@@ -56,7 +56,7 @@ def floor_figures(probe: EncoderProbe | None = None, rounds: int = 3) -> dict[st
 def _measure(figures: ServerFigures, base: str, pid: int, key: str, qid: str, probe: EncoderProbe) -> None:
     """One server's turn: warm it, then its p50 and its 32-client rate (with the CPU split), each paired."""
     throughput(base, key, qid, 32, 3.0)
-    figures["p50"] += paired(partial(_p50, base, key, qid), probe.lone_p50_ms, rounds=1)
+    figures["p50"] += paired(partial(p50_one_client, base, key, qid), probe.lone_p50_ms, rounds=1)
 
     def rate_32() -> float:
         load, split = cpu_split(pid, partial(throughput, base, key, qid, 32))
