@@ -48,7 +48,7 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        runtime = Runtime.create(settings, encoder_factory)
+        runtime = Runtime.create(settings, encoder_factory, background_checkpoints=True)
         if settings.auto_migrate and not schema_is_current(runtime.engine):
             runtime.migrate()
         app.state.runtime = runtime

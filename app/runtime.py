@@ -15,7 +15,15 @@ from app.answers.cache import BankCache, BankEntry
 from app.answers.rubrics import RubricBook
 from app.cache import LRUCache
 from app.config import Settings
-from app.db import make_engine, make_sessionmaker, schema_is_current, transaction, upgrade
+from app.db import (
+    SERVING_AUTOCHECKPOINT_PAGES,
+    checkpoint_wal,
+    make_engine,
+    make_sessionmaker,
+    schema_is_current,
+    transaction,
+    upgrade,
+)
 from app.encoders import EncoderFactory, default_encoder
 from app.errors import UnavailableError
 from app.keys.service import Caller
@@ -28,6 +36,7 @@ from ingest.index import INDEX_VERSION_KEY, LoadedIndex, load_index
 log = logging.getLogger(__name__)
 
 TRIM_S = 5.0  # how often a serving process hands freed heap memory back (app/memtrim.py)
+CHECKPOINT_S = 0.5  # how often a serving process checkpoints SQLite's write-ahead log (app/db.py)
 
 
 def batched(settings: Settings, encoder: Encoder) -> Encoder:
@@ -59,6 +68,8 @@ class Runtime:
     engine: Engine
     factory: sessionmaker[Session]
     encoder_factory: EncoderFactory = default_encoder
+    # Serving: commits leave SQLite's checkpoints to the housekeeping thread (`watch`).
+    background_checkpoints: bool = False
     encoder: Encoder | None = None
     problem: str | None = "starting"
     writer: GroupWriter = field(init=False)
@@ -85,18 +96,24 @@ class Runtime:
 
     def __post_init__(self) -> None:
         # Its own connection: request threads hold pool connections while they wait for it.
-        self._write_engine = make_engine(self.settings.db_url, pool_size=1)
+        self._write_engine = make_engine(self.settings.db_url, pool_size=1, wal_autocheckpoint=self._autocheckpoint())
         self.writer = GroupWriter(make_sessionmaker(self._write_engine))
         self.callers = LRUCache(10_000, ttl_s=self.settings.key_cache_s)
         self.questions = BankCache(ttl_s=self.settings.bank_cache_s)
         self.key_reads = SingleFlight()
         self.question_reads = SingleFlight()
 
+    def _autocheckpoint(self) -> int | None:
+        return SERVING_AUTOCHECKPOINT_PAGES if self.background_checkpoints else None
+
     @classmethod
-    def create(cls, settings: Settings, encoder_factory: EncoderFactory = default_encoder) -> Runtime:
-        """Connect to the database (nothing heavy is loaded yet)."""
-        engine = make_engine(settings.db_url)
-        return cls(settings, engine, make_sessionmaker(engine), encoder_factory)
+    def create(cls, settings: Settings, encoder_factory: EncoderFactory = default_encoder, *,
+               background_checkpoints: bool = False) -> Runtime:
+        """Connect to the database (nothing heavy is loaded yet). `background_checkpoints`: for a
+        serving process, whose `watch` checkpoints SQLite's log so that its commits need not."""
+        pages = SERVING_AUTOCHECKPOINT_PAGES if background_checkpoints else None
+        engine = make_engine(settings.db_url, wal_autocheckpoint=pages)
+        return cls(settings, engine, make_sessionmaker(engine), encoder_factory, background_checkpoints)
 
     def migrate(self) -> None:
         """Bring the schema up to date."""
@@ -155,13 +172,16 @@ class Runtime:
         return True
 
     def watch(self, every_s: float, trim_s: float = TRIM_S) -> None:
-        """Housekeeping on a background thread: look for a newer ingestion every `every_s` seconds
-        (0: never), and hand freed heap memory back to the system every `trim_s` (0: never)."""
+        """Housekeeping on background threads: look for a newer ingestion every `every_s` seconds
+        (0: never), hand freed heap memory back to the system every `trim_s` (0: never), and with
+        `background_checkpoints` on SQLite, checkpoint its write-ahead log every CHECKPOINT_S."""
         trim = heap_trimmer() if trim_s > 0 else None
         if every_s > 0:
             self._every(every_s, self.reload_if_changed, "bank-reload")
         if trim is not None:
             self._every(trim_s, trim, "heap-trim")
+        if self.background_checkpoints and self.engine.dialect.name == "sqlite":
+            self._every(CHECKPOINT_S, lambda: checkpoint_wal(self.engine), "wal-checkpoint")
 
     def _every(self, period_s: float, task: Callable[[], object], name: str) -> None:
         """Run `task` every `period_s` on a daemon thread until close; a run that raises is logged."""

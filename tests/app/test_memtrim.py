@@ -47,7 +47,7 @@ def test_the_housekeeping_thread_trims_and_reloads_on_their_own_periods(monkeypa
     calls: list[str] = []
     monkeypatch.setattr(runtime_module, "heap_trimmer", lambda: lambda: calls.append("trim") or True)
     stop = threading.Event()
-    fake = type("R", (), {"_stop": stop, "_every": Runtime._every,
+    fake = type("R", (), {"_stop": stop, "_every": Runtime._every, "background_checkpoints": False,
                           "reload_if_changed": lambda self: calls.append("reload")})()
     Runtime.watch(fake, 0.02, trim_s=0.06)  # type: ignore[arg-type]
     time.sleep(0.5)
@@ -68,7 +68,8 @@ def test_a_failing_housekeeping_task_does_not_stop_the_others(monkeypatch: pytes
         raise RuntimeError("the database went away")
 
     stop = threading.Event()
-    fake = type("R", (), {"_stop": stop, "_every": Runtime._every, "reload_if_changed": reload_fails})()
+    fake = type("R", (), {"_stop": stop, "_every": Runtime._every, "background_checkpoints": False,
+                          "reload_if_changed": reload_fails})()
     Runtime.watch(fake, 0.02, trim_s=0.04)  # type: ignore[arg-type]
     time.sleep(0.3)
     stop.set()
