@@ -39,6 +39,11 @@ TRIM_S = 5.0  # how often a serving process hands freed heap memory back (app/me
 CHECKPOINT_S = 0.5  # how often a serving process checkpoints SQLite's write-ahead log (app/db.py)
 
 
+def _autocheckpoint(background_checkpoints: bool) -> int | None:
+    """The log size at which a commit checkpoints: the backstop when a housekeeping thread does it."""
+    return SERVING_AUTOCHECKPOINT_PAGES if background_checkpoints else None
+
+
 def batched(settings: Settings, encoder: Encoder) -> Encoder:
     """Wrap the serving encoder in the micro-batcher."""
     from ingest.batching import BatchingEncoder
@@ -96,23 +101,20 @@ class Runtime:
 
     def __post_init__(self) -> None:
         # Its own connection: request threads hold pool connections while they wait for it.
-        self._write_engine = make_engine(self.settings.db_url, pool_size=1, wal_autocheckpoint=self._autocheckpoint())
+        self._write_engine = make_engine(self.settings.db_url, pool_size=1,
+                                         wal_autocheckpoint=_autocheckpoint(self.background_checkpoints))
         self.writer = GroupWriter(make_sessionmaker(self._write_engine))
         self.callers = LRUCache(10_000, ttl_s=self.settings.key_cache_s)
         self.questions = BankCache(ttl_s=self.settings.bank_cache_s)
         self.key_reads = SingleFlight()
         self.question_reads = SingleFlight()
 
-    def _autocheckpoint(self) -> int | None:
-        return SERVING_AUTOCHECKPOINT_PAGES if self.background_checkpoints else None
-
     @classmethod
     def create(cls, settings: Settings, encoder_factory: EncoderFactory = default_encoder, *,
                background_checkpoints: bool = False) -> Runtime:
         """Connect to the database (nothing heavy is loaded yet). `background_checkpoints`: for a
         serving process, whose `watch` checkpoints SQLite's log so that its commits need not."""
-        pages = SERVING_AUTOCHECKPOINT_PAGES if background_checkpoints else None
-        engine = make_engine(settings.db_url, wal_autocheckpoint=pages)
+        engine = make_engine(settings.db_url, wal_autocheckpoint=_autocheckpoint(background_checkpoints))
         return cls(settings, engine, make_sessionmaker(engine), encoder_factory, background_checkpoints)
 
     def migrate(self) -> None:
