@@ -90,4 +90,5 @@ def idea_covered(idea: str, answer_stems: AbstractSet[str], question: str) -> bo
 def _idea_stems(idea: str, question: str) -> tuple[str, ...]:
     """The stems of an idea that the question does not already give (all of them if none)."""
     asked = set(content_stems(question))
-    return tuple(s for s in content_stems(idea) if s not in asked and s not in _WEAK) or tuple(content_stems(idea))
+    stems = content_stems(idea)
+    return tuple(s for s in stems if s not in asked and s not in _WEAK) or tuple(stems)
