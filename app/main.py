@@ -21,12 +21,24 @@ from app.demos import endpoints as demos_endpoints
 from app.encoders import EncoderFactory, default_encoder
 from app.errors import install_error_handlers
 from app.grade_api import endpoints as grade_endpoints
+from app.grade_api.endpoints import GradedCall
 from app.grade_api.fastpath import GradeFastPath
+from app.journal import AttemptJournal
 from app.limits_mw import BodyLimit
 from app.quiz import endpoints as quiz_endpoints
 from app.runtime import Runtime
 from app.slack.routes import mount as mount_slack
 from app.web import endpoints as web_endpoints
+
+
+def attempt_journal(runtime: Runtime) -> AttemptJournal:
+    """The grading API's journal in the data folder, with what earlier processes left in it, moving."""
+    settings = runtime.settings
+    journal = AttemptJournal(settings.data_dir / "journal", runtime.writer, GradedCall,
+                             interval_s=settings.journal_interval_ms / 1000, max_pending=settings.journal_max_pending)
+    journal.recover()
+    journal.start()
+    return journal
 
 
 def create_app(
@@ -52,6 +64,8 @@ def create_app(
         if settings.auto_migrate and not schema_is_current(runtime.engine):
             runtime.migrate()
         app.state.runtime = runtime
+        if settings.journal:
+            runtime.journal = attempt_journal(runtime)
         def load() -> None:
             try:
                 runtime.load()

@@ -26,6 +26,7 @@ from app.db import (
 )
 from app.encoders import EncoderFactory, default_encoder
 from app.errors import UnavailableError
+from app.journal import AttemptJournal
 from app.keys.service import Caller
 from app.memtrim import heap_trimmer
 from app.models import BankState
@@ -83,6 +84,8 @@ class Runtime:
     # Reads that refill those two caches, one at a time per key however many requests wait for it.
     key_reads: SingleFlight[str, Caller] = field(init=False)
     question_reads: SingleFlight[tuple[str, str], BankEntry] = field(init=False)
+    # The grading API's attempt journal, when the app keeps one (app/main.py).
+    journal: AttemptJournal | None = None
     _write_engine: Engine = field(init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # The index and the rubrics of one load, replaced together (one assignment): grading reads both.
@@ -226,8 +229,10 @@ class Runtime:
         return encoder, *bank
 
     def close(self) -> None:
-        """Stop watching for ingestions, finish queued writes and release connections."""
+        """Stop watching for ingestions, store the journal, finish queued writes and release connections."""
         self._stop.set()
+        if self.journal is not None:  # its last move goes through the writer
+            self.journal.close()
         self.writer.close()
         self._write_engine.dispose()
         self.engine.dispose()

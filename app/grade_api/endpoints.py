@@ -59,8 +59,21 @@ class GradedCall:
 
 
 async def _store(runtime: Runtime, key: Caller, endpoint: str, items: int, attempts: list[dict[str, Any]]) -> None:
-    """Store the attempts and count the call, committed (with other requests') before the answer."""
-    await runtime.writer.awrite(GradedCall(key.id, endpoint, items, attempts))
+    """Store the attempts and count the call before the answer: in the attempt journal when the app
+    keeps one (app/journal.py), else committed (with other requests') by the group writer."""
+    call = GradedCall(key.id, endpoint, items, attempts)
+    if runtime.journal is not None and attempts:  # a call without attempts has no id to move it once by
+        runtime.journal.append(call)
+    else:
+        await runtime.writer.awrite(call)
+
+
+def _store_on_worker(runtime: Runtime, call: GradedCall) -> bool:
+    """Store a lone request's call on the encoder's worker if that costs no wait: True when done."""
+    if runtime.journal is not None:
+        runtime.journal.append(call)
+        return True
+    return runtime.writer.write_if_idle(call)
 
 
 # The grading routes are async end to end: the caches answer the lookups, the micro-batcher the
@@ -78,16 +91,16 @@ async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> JS
     """What POST /v1/grade answers (the route and the hot path in `fastpath.py` both answer this).
 
     A request that has the encoder to itself is finished on the worker that encoded it: graded
-    there, and committed there too when the group writer is idle (`then` below). Each hand-over
-    between threads costs a wake-up, and at low load each thread wakes cold; this saves two of
-    the four (docs/PERFORMANCE.md). Under load, the event loop grades and the group writer
-    commits, as for every other call.
+    and stored there (journaled, or committed when the group writer is idle; `then` below). Each
+    hand-over between threads costs a wake-up, and at low load each thread wakes cold; this saves
+    two of the four (docs/PERFORMANCE.md). Under load, the event loop grades and stores, as for
+    every other call.
     """
     prepared = await prepare_items(runtime, key, [body], strict=True)
 
     def then(vectors: np.ndarray) -> tuple[dict[str, Any], list[dict[str, Any]], bool]:
         (result,), attempts = prepared.finish(vectors)
-        return result, attempts, runtime.writer.write_if_idle(GradedCall(key.id, "grade", 1, attempts))
+        return result, attempts, _store_on_worker(runtime, GradedCall(key.id, "grade", 1, attempts))
 
     try:  # as long as a queued write may take (the worker may commit this one itself)
         outcome = await encode_then(prepared.encoder, prepared.texts, then, runtime.writer.timeout_s)

@@ -21,7 +21,7 @@ from app.grading import GradeResult, GradingItem, Rubric, plan_many, prepare_man
 from app.grading.grader import Plan
 from app.ids import new_id
 from app.keys.service import Caller
-from app.models import StoredRubric
+from app.models import StoredRubric, utcnow
 from app.runtime import Runtime
 from ingest.embedder import Encoder
 from ingest.index import LoadedIndex
@@ -193,6 +193,7 @@ class Prepared:
                 "result": view,
                 "grader_version": result.grader_version,
                 "model_id": self.model_id,
+                "created_at": utcnow(),  # graded now, whenever the journal stores it
             }
             attempts.append(attempt)
             out.append({**view, "attempt_id": attempt["id"]})
