@@ -186,7 +186,10 @@ class AttemptJournal:
             if self._pending >= self.max_pending:
                 raise UnavailableError("graded answers are waiting for the database; retry in a moment",
                                        retry_after=5)
-            segment = self._current or self._open()
+            segment = self._current
+            if segment is None:
+                segment = self._open()
+                self._wake.set()  # the mover gathers for interval_s, then moves this segment
             written = os.write(segment.fd, line)  # type: ignore[arg-type]
             if written != len(line):  # a full disk: undo the partial line's effect by ending the segment
                 self._seal()
@@ -223,16 +226,20 @@ class AttemptJournal:
             self._thread.start()
 
     def _run(self) -> None:
-        backoff = self.interval_s
-        while not self._stop.is_set():
-            self._wake.wait(backoff)
-            self._wake.clear()
+        delay = self.interval_s
+        while True:
+            self._wake.wait()  # idle until a segment is opened (or found, or the journal closes)
+            if self._stop.wait(delay):  # meanwhile more calls join the segment; close() moves the rest
+                return
+            self._wake.clear()  # before the move: a segment opened during it wakes the next round
             try:
                 done = self.move()
             except Exception:  # the mover must outlive any one failure
                 log.exception("the attempt journal's mover failed")
                 done = False
-            backoff = self.interval_s if done else min(MAX_BACKOFF_S, max(backoff * 2, 0.1))
+            if not done:
+                self._wake.set()  # try again after the backoff
+            delay = self.interval_s if done else min(MAX_BACKOFF_S, max(delay * 2, 0.1))
 
     def move(self) -> bool:
         """Move every sealed and current segment's calls; True when nothing is left waiting."""

@@ -79,3 +79,50 @@ def test_serve_answers_health_and_lists_questions(served: str) -> None:
     page = httpx.get(f"{served}/v1/questions", params={"limit": 100}).json()
     assert page["total"] == 42
     assert all("accepted_answers" not in item for item in page["items"])
+
+
+def test_a_killed_server_stores_every_acknowledged_grade_at_its_next_start(env: dict[str, str], data_dir: Path) -> None:
+    """SIGKILL after graded answers were acknowledged (and before the journal moved them): the next
+    `tutor serve` on the same data folder stores each of them once, with the key's usage."""
+    import re
+    import signal
+    import sqlite3
+    import subprocess
+    import time
+
+    from tests.serving import TUTOR, free_port, wait_ready
+
+    tutor(env, "ingest")
+    (secret,) = re.findall(r"^secret: (\S+)$", tutor(env, "keys", "create", "killer").stdout, re.M)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    slow_mover = {**env, "TUTOR_JOURNAL_INTERVAL_MS": str(3_600_000)}  # nothing moves before the kill
+    proc = subprocess.Popen([*TUTOR, "serve", "--port", str(port)], env=slow_mover, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_ready(base, 120, lambda: None if proc.poll() is None else "tutor serve exited")
+        qid = httpx.get(f"{base}/v1/questions", params={"q": "all-reduce"}).json()["items"][0]["id"]
+        ids = []
+        for i in range(5):
+            res = httpx.post(f"{base}/v1/grade", json={"question_id": qid, "answer": f"it sums the gradients {i}"},
+                             headers={"X-API-Key": secret})
+            assert res.status_code == 200, res.text
+            ids.append(res.json()["attempt_id"])
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    def stored() -> tuple[int, int]:
+        with sqlite3.connect(data_dir / "tutor.db") as db:
+            attempts = db.execute(f"SELECT count(*) FROM attempts WHERE id IN ({','.join('?' * len(ids))})", ids)
+            calls = db.execute("SELECT coalesce(sum(calls), 0) FROM api_usage WHERE endpoint = 'grade'")
+            return attempts.fetchone()[0], calls.fetchone()[0]
+
+    assert stored() == (0, 0)
+    with serving(env):
+        deadline = time.monotonic() + 30
+        while stored() != (5, 5) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert stored() == (5, 5)
+    assert stored() == (5, 5)
+    assert list((data_dir / "journal").glob("attempts-*")) == []

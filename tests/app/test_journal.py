@@ -266,3 +266,48 @@ def test_segments_are_locked_by_their_writer(store: Store) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     finally:
         os.close(fd)
+
+
+def test_the_mover_retries_a_database_that_was_down(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    journal = store.journal(interval_s=0.01)
+    writer = store.writers[-1]
+    real, tries = writer.write, []
+
+    def down(write: Any) -> None:
+        tries.append(1)
+        raise OperationalError("INSERT", {}, Exception("the database is locked"))
+
+    monkeypatch.setattr(writer, "write", down)
+    journal.start()
+    journal.append(store.call())
+    deadline = time.monotonic() + 10
+    while len(tries) < 2 and time.monotonic() < deadline:  # it tried, and tried again unasked
+        time.sleep(0.01)
+    assert len(tries) >= 2 and journal.pending == 1
+    monkeypatch.setattr(writer, "write", real)
+    while journal.pending and time.monotonic() < deadline + 10:
+        time.sleep(0.01)
+    assert journal.pending == 0 and store.attempts() == 1
+
+
+def test_the_app_stores_its_journal_when_it_stops(settings: Any, fake_encoder: Any) -> None:
+    from fastapi.testclient import TestClient
+
+    from app.main import create_app
+    from tests.app.test_grade_api import INLINE
+    from tests.conftest import ingest_with
+
+    ingest_with(settings, fake_encoder)
+    app = create_app(settings.model_copy(update={"journal_interval_ms": 3_600_000}), lambda _: fake_encoder,
+                     load_in_background=False)
+    with TestClient(app) as client:
+        engine = make_engine(settings.db_url)
+        with transaction(make_sessionmaker(engine)) as s:
+            _, secret = create_key(s, name="t", scopes=["grade"])
+        res = client.post("/v1/grade", json={**INLINE, "answer": "every rank gets the sum"},
+                          headers={"X-API-Key": secret})
+        assert res.status_code == 200, res.text
+        assert client.app.state.runtime.journal.pending == 1  # type: ignore[attr-defined]
+    with transaction(make_sessionmaker(engine)) as s:
+        assert s.get(Attempt, res.json()["attempt_id"]) is not None
+    engine.dispose()
