@@ -11,6 +11,7 @@ and the two servers take turns.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 from functools import partial
 from pathlib import Path
@@ -21,7 +22,11 @@ from bench_encoder import EncoderProbe, mix_rates, served_onnx
 from common import bench_env, prepared_data, served
 
 FLOOR = Path(__file__).resolve().parent / "floor_app.py"
-SERVERS = {"floor": (str(FLOOR),), "api": ("-m", "app.launch", "serve")}
+SERVE = ("-m", "app.launch", "serve")
+# name: (command, environment added); the API must not come first in the first turn's reversed order
+SERVERS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {"floor": ((str(FLOOR),), {}), "api": (SERVE, {})}
+# `--commit`: the API as well with each call committed before it answers (no attempt journal)
+COMMIT = {"commit": (SERVE, {"TUTOR_JOURNAL": "false"})}
 
 
 class ServerFigures(TypedDict):
@@ -33,11 +38,12 @@ class ServerFigures(TypedDict):
     other_threads_ms: list[float]
 
 
-def floor_figures(probe: EncoderProbe | None = None, rounds: int = 3) -> dict[str, ServerFigures]:
-    """Per server ("floor", "api"): one-client p50 and 32-client rate, each between two runs of the
+def floor_figures(probe: EncoderProbe | None = None, rounds: int = 3,
+                  servers: dict[str, tuple[tuple[str, ...], dict[str, str]]] = SERVERS) -> dict[str, ServerFigures]:
+    """Per server ("floor", "api", ...): one-client p50 and 32-client rate, each between two runs of the
     encoder as served (`probe`: the API bench's, or one at the best batch size of 8-64 measured here)."""
     out: dict[str, ServerFigures] = {name: {"p50": [], "rate_32": [], "loop_ms": [], "other_threads_ms": []}
-                                     for name in SERVERS}
+                                     for name in servers}
     if probe is None:
         encoder, workers, _ = served_onnx()
         probe = EncoderProbe(mix_rates(encoder, (8, 16, 32, 64), concurrency=workers))
@@ -45,9 +51,10 @@ def floor_figures(probe: EncoderProbe | None = None, rounds: int = 3) -> dict[st
         env = bench_env(data)
         key, qid = grading_key(env), ""
         for turn in range(rounds):
-            order = list(SERVERS) if turn % 2 else list(reversed(SERVERS))  # the API first: it names the question
+            order = list(servers) if turn % 2 else list(reversed(servers))  # an API first: it names the question
             for name in order:
-                with served(env, SERVERS[name]) as (base, proc, _):
+                command, extra = servers[name]
+                with served({**env, **extra}, command) as (base, proc, _):
                     qid = qid or bank_question(base)
                     _measure(out[name], base, proc.pid, key, qid, probe)
     return out
@@ -68,7 +75,7 @@ def _measure(figures: ServerFigures, base: str, pid: int, key: str, qid: str, pr
 
 
 def print_floor(figures: dict[str, ServerFigures]) -> None:
-    """The two servers side by side: medians, ratios to the encoder, and what the product's work costs."""
+    """The servers side by side: medians, ratios to the encoder, and what the product's work costs."""
     def med(values: list[float]) -> float:
         return statistics.median(values)
 
@@ -86,6 +93,9 @@ def print_floor(figures: dict[str, ServerFigures]) -> None:
     print(f"  one client: the lone encode {lone:.2f} ms; the floor adds {extra_floor:.2f} ms (HTTP, loop, hand-overs), "
           f"the API {extra_api:.2f} ms more (key, validation, grading, storage);")
     print(f"  p50 <= 1.5 x the lone encode leaves {0.5 * lone:.2f} ms for both")
+    if "commit" in figures:
+        extra_commit = med([p["api"] for p in figures["commit"]["p50"]]) - floor_p50 - extra_api
+        print(f"  committing each call before answering instead of journaling it: {extra_commit:+.2f} ms at one client")
     print("  each pair (figure between encoder runs: ratio):")
     for name, f in figures.items():
         print(f"    {name:6s} p50 " + ", ".join(f"{p['api']:.2f} ({p['ratio']:.2f})" for p in f["p50"])
@@ -93,4 +103,9 @@ def print_floor(figures: dict[str, ServerFigures]) -> None:
 
 
 if __name__ == "__main__":
-    print_floor(floor_figures())
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--rounds", type=int, default=3, help="turns of each server (default 3)")
+    parser.add_argument("--commit", action="store_true",
+                        help="also the API committing each call before it answers (TUTOR_JOURNAL=false)")
+    args = parser.parse_args()
+    print_floor(floor_figures(rounds=args.rounds, servers={**SERVERS, **COMMIT} if args.commit else SERVERS))
