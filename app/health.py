@@ -27,10 +27,13 @@ def readyz(runtime: RuntimeDep) -> dict[str, Any] | JSONResponse:
         encoder, index = runtime.require()
     except UnavailableError as exc:
         return JSONResponse(error_body(exc.code, exc.message), 503, headers={"Retry-After": "5"})
-    return {
+    out = {
         "status": "ready",
         "model": encoder.model_id,
         "backend": runtime.backend,
         "index_version": index.version[:16],
         "vectors": len(index.entries),
     }
+    if runtime.journal is not None:  # graded calls answered and not in the database yet
+        out["journal_pending"] = runtime.journal.pending
+    return out

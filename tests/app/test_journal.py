@@ -307,7 +307,7 @@ def test_the_app_stores_its_journal_when_it_stops(settings: Any, fake_encoder: A
         res = client.post("/v1/grade", json={**INLINE, "answer": "every rank gets the sum"},
                           headers={"X-API-Key": secret})
         assert res.status_code == 200, res.text
-        assert client.app.state.runtime.journal.pending == 1  # type: ignore[attr-defined]
+        assert client.get("/readyz").json()["journal_pending"] == 1  # answered, not stored yet
     with transaction(make_sessionmaker(engine)) as s:
         assert s.get(Attempt, res.json()["attempt_id"]) is not None
     engine.dispose()
