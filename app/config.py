@@ -64,10 +64,10 @@ class Settings(BaseSettings):
     # How often a running API looks for a newer ingestion (`tutor ingest` while it serves) and
     # loads it; 0 turns that off (a restart picks it up).
     reload_s: float = Field(default=5.0, ge=0)
-    # The grading API acknowledges a graded answer once it is in the attempt journal (app/journal.py,
-    # <data_dir>/journal), and a thread stores the journal in the database every journal_interval_ms;
-    # false: each call commits its attempts before it answers. Past journal_max_pending calls waiting
-    # for the database (one that is down), grading answers 503.
+    # A POST /v1/grade that finds the encoder idle is answered once its attempt is in the attempt
+    # journal (app/journal.py, <data_dir>/journal), and a thread stores the journal in the database
+    # every journal_interval_ms; false: every call commits before it answers. Past
+    # journal_max_pending calls waiting for the database (one that is down), such calls answer 503.
     journal: bool = True
     journal_interval_ms: float = Field(default=50.0, gt=0)
     journal_max_pending: int = Field(default=20_000, ge=1)

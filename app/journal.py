@@ -1,11 +1,13 @@
 """The attempt journal: graded answers are acknowledged once journaled, and reach the database in groups.
 
-Storing each graded answer in its own transaction before answering was the largest cost of
-`POST /v1/grade` after the encode itself (docs/PERFORMANCE.md, session 11: about 1.1 ms of a
-6.6 ms request on two cores, though SQLite's commit alone takes about 0.2 ms). So the grading API
-appends each call (its attempts and its usage count) as one JSON line to a segment file in
-`<data dir>/journal/` with one `write`, and answers. A mover thread takes what was appended every
-`interval_s`, writes it in one transaction through the group writer, and deletes the segment.
+Storing each graded answer in its own transaction before answering was the largest cost of a lone
+`POST /v1/grade` after the encode itself (docs/PERFORMANCE.md, session 11: about 0.5-1.1 ms of a
+4-6.6 ms request on two cores, though SQLite's commit alone takes about 0.2 ms). So a request that
+the encoder's worker finishes by itself (no other request to batch it with) appends its call (its
+attempts and its usage count) as one JSON line to a segment file in `<data dir>/journal/` with one
+`write`, and answers. A mover thread takes what was appended every `interval_s`, writes it in one
+transaction through the group writer, and deletes the segment. Under load the group writer
+already commits several calls at once, and those calls still wait for it (app/grade_api/endpoints.py).
 
 Durability: a line is in the operating system's page cache when `append` returns, so a crash of
 the process (even SIGKILL) loses nothing acknowledged; a power cut may lose the last lines, as
@@ -190,10 +192,16 @@ class AttemptJournal:
             if segment is None:
                 segment = self._open()
                 self._wake.set()  # the mover gathers for interval_s, then moves this segment
-            written = os.write(segment.fd, line)  # type: ignore[arg-type]
-            if written != len(line):  # a full disk: undo the partial line's effect by ending the segment
-                self._seal()
-                raise OSError(f"the journal wrote {written} of {len(line)} bytes")
+            try:
+                written = os.write(segment.fd, line)  # type: ignore[arg-type]
+            except OSError as exc:  # a full disk, say: this call is not acknowledged
+                written, reason = -1, exc.strerror or type(exc).__name__
+            else:
+                reason = f"{written} of {len(line)} bytes written"
+            if written != len(line):
+                self._seal()  # a partial line can only be the segment's last: `recover` skips it
+                raise UnavailableError(f"the attempt journal cannot be written ({reason}); retry in a moment",
+                                       retry_after=5)
             segment.calls.append(call)
             self._pending += 1
             self._pending_ids.update(row["id"] for row in call.attempts)

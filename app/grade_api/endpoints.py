@@ -59,17 +59,18 @@ class GradedCall:
 
 
 async def _store(runtime: Runtime, key: Caller, endpoint: str, items: int, attempts: list[dict[str, Any]]) -> None:
-    """Store the attempts and count the call before the answer: in the attempt journal when the app
-    keeps one (app/journal.py), else committed (with other requests') by the group writer."""
-    call = GradedCall(key.id, endpoint, items, attempts)
-    if runtime.journal is not None and attempts:  # a call without attempts has no id to move it once by
-        runtime.journal.append(call)
-    else:
-        await runtime.writer.awrite(call)
+    """Store the attempts and count the call, committed (with other requests') before the answer."""
+    await runtime.writer.awrite(GradedCall(key.id, endpoint, items, attempts))
 
 
 def _store_on_worker(runtime: Runtime, call: GradedCall) -> bool:
-    """Store a lone request's call on the encoder's worker if that costs no wait: True when done."""
+    """Store a lone request's call on the encoder's worker, if that costs no wait: True when done.
+
+    In the attempt journal when the app keeps one (app/journal.py), else committed when the group
+    writer is idle. Only here: under load the group writer already commits several calls at once,
+    and a `write` to the journal on the event loop costs it more than awaiting that commit
+    (measured: 0.2-0.3 ms more of the loop's CPU per answer at 32 clients, docs/PERFORMANCE.md).
+    """
     if runtime.journal is not None:
         runtime.journal.append(call)
         return True
@@ -93,8 +94,8 @@ async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> JS
     A request that has the encoder to itself is finished on the worker that encoded it: graded
     and stored there (journaled, or committed when the group writer is idle; `then` below). Each
     hand-over between threads costs a wake-up, and at low load each thread wakes cold; this saves
-    two of the four (docs/PERFORMANCE.md). Under load, the event loop grades and stores, as for
-    every other call.
+    two of the four (docs/PERFORMANCE.md). Under load, the event loop grades and the group writer
+    commits, as for every other call.
     """
     prepared = await prepare_items(runtime, key, [body], strict=True)
 

@@ -311,3 +311,30 @@ def test_the_app_stores_its_journal_when_it_stops(settings: Any, fake_encoder: A
     with transaction(make_sessionmaker(engine)) as s:
         assert s.get(Attempt, res.json()["attempt_id"]) is not None
     engine.dispose()
+
+
+def test_a_journal_that_cannot_be_written_refuses_the_call_and_keeps_the_others(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from app import journal as journal_module
+
+    journal = store.journal()
+    journal.append(store.call())
+    real_write = os.write
+
+    def full(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(journal_module.os, "write", full)
+    with pytest.raises(UnavailableError, match="No space left") as refused:
+        journal.append(store.call())
+    assert refused.value.retry_after == 5
+    monkeypatch.setattr(journal_module.os, "write", lambda fd, data: real_write(fd, data[:10]))
+    with pytest.raises(UnavailableError, match="10 of"):  # a line cut short: not acknowledged either
+        journal.append(store.call())
+    monkeypatch.setattr(journal_module.os, "write", real_write)
+    journal.append(store.call())
+    assert journal.pending == 2 and journal.flush()
+    assert store.attempts() == 2 and store.usage() == {"grade": (2, 2)}
