@@ -188,11 +188,8 @@ class AttemptJournal:
             if self._pending >= self.max_pending:
                 raise UnavailableError("graded answers are waiting for the database; retry in a moment",
                                        retry_after=5)
-            segment = self._current
-            if segment is None:
-                segment = self._open()
-                self._wake.set()  # the mover gathers for interval_s, then moves this segment
             try:
+                segment = self._current or self._open()
                 written = os.write(segment.fd, line)  # type: ignore[arg-type]
             except OSError as exc:  # a full disk, say: this call is not acknowledged
                 written, reason = -1, exc.strerror or type(exc).__name__
@@ -212,6 +209,7 @@ class AttemptJournal:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)  # this process's while it lives: `recover` elsewhere leaves it
         self._current = _Segment(path, fd)
+        self._wake.set()  # the mover gathers for interval_s, then moves this segment
         return self._current
 
     def _seal(self) -> None:
@@ -270,14 +268,17 @@ class AttemptJournal:
         return True
 
     def _move_one_by_one(self, segment: _Segment) -> bool:
-        """After a refused group: each call alone; one refused for good goes to the rejected file."""
-        for call in segment.calls:
+        """After a refused group: each call alone; one refused for good goes to the rejected file.
+
+        The calls stored here stay in the segment until it is done: a later try skips them."""
+        for call in list(segment.calls):
             try:
                 self.writer.write(_Move(self.kind, [call]))
             except Exception as exc:
                 if _transient(exc):
                     return False
                 self._reject(call, exc)
+                self._forget(segment, [call])
         return True
 
     def _reject(self, call: JournaledCall, exc: Exception) -> None:
@@ -287,14 +288,19 @@ class AttemptJournal:
             f.write(_line(call))
         self.rejected += 1
 
+    def _forget(self, segment: _Segment, calls: list[JournaledCall]) -> None:
+        """These calls of the segment are no longer pending (stored, or rejected)."""
+        with self._lock:
+            for call in calls:
+                segment.calls.remove(call)
+                self._pending -= 1
+                self._pending_ids.difference_update(row["id"] for row in call.attempts)
+
     def _done(self, segment: _Segment) -> None:
+        self.moved += len(segment.calls)
+        self._forget(segment, list(segment.calls))
         with self._lock:
             self._waiting.remove(segment)
-            self._pending -= len(segment.calls)
-            for call in segment.calls:
-                for row in call.attempts:
-                    self._pending_ids.discard(row["id"])
-        self.moved += len(segment.calls)
         segment.path.unlink(missing_ok=True)
         segment.release()
 
@@ -310,7 +316,7 @@ class AttemptJournal:
     def recover(self) -> int:
         """Take over the segments that ended processes left here (this one's own excluded); the
         mover moves them, skipping calls already stored. Returns how many calls were found."""
-        found = 0
+        found, adopted = 0, False
         own = {s.path for s in self._waiting} | ({self._current.path} if self._current else set())
         for path in sorted(self.folder.glob(f"{SEGMENT_PREFIX}*{SEGMENT_SUFFIX}")):
             if path in own:
@@ -318,6 +324,7 @@ class AttemptJournal:
             segment = self._adopt(path)
             if segment is None:
                 continue
+            adopted = True
             with self._lock:
                 self._waiting.append(segment)
                 self._pending += len(segment.calls)
@@ -325,6 +332,7 @@ class AttemptJournal:
             found += len(segment.calls)
         if found:
             log.warning("attempt journal: %d graded calls left by an earlier process will be stored", found)
+        if adopted:
             self._wake.set()
         return found
 
