@@ -21,7 +21,6 @@ from app.demos import endpoints as demos_endpoints
 from app.encoders import EncoderFactory, default_encoder
 from app.errors import install_error_handlers
 from app.grade_api import endpoints as grade_endpoints
-from app.grade_api.endpoints import GradedCall
 from app.grade_api.fastpath import GradeFastPath
 from app.journal import AttemptJournal
 from app.limits_mw import BodyLimit
@@ -34,7 +33,7 @@ from app.web import endpoints as web_endpoints
 def attempt_journal(runtime: Runtime) -> AttemptJournal:
     """The grading API's journal in the data folder, with what earlier processes left in it, moving."""
     settings = runtime.settings
-    journal = AttemptJournal(settings.data_dir / "journal", runtime.writer, GradedCall,
+    journal = AttemptJournal(settings.data_dir / "journal", runtime.writer, grade_endpoints.GradedCall,
                              interval_s=settings.journal_interval_ms / 1000, max_pending=settings.journal_max_pending)
     journal.recover()
     journal.start()

@@ -5,6 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import signal
+import sqlite3
+import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import with_onnx
-from tests.serving import run_tutor, serving
+from tests.serving import TUTOR, free_port, run_tutor, serving, wait_ready
 
 pytestmark = pytest.mark.slow
 
@@ -84,14 +89,6 @@ def test_serve_answers_health_and_lists_questions(served: str) -> None:
 def test_a_killed_server_stores_every_acknowledged_grade_at_its_next_start(env: dict[str, str], data_dir: Path) -> None:
     """SIGKILL after graded answers were acknowledged (and before the journal moved them): the next
     `tutor serve` on the same data folder stores each of them once, with the key's usage."""
-    import re
-    import signal
-    import sqlite3
-    import subprocess
-    import time
-
-    from tests.serving import TUTOR, free_port, wait_ready
-
     tutor(env, "ingest")
     (secret,) = re.findall(r"^secret: (\S+)$", tutor(env, "keys", "create", "killer").stdout, re.M)
     port = free_port()
