@@ -15,8 +15,9 @@ SQLite in WAL mode with synchronous=NORMAL may lose its last commits. The next p
 the same data folder moves what an earlier one left (`recover`).
 
 Exactly once: a segment is locked (flock) by the process that writes it, so no other process
-recovers it while it lives. Every move first asks which of its calls' attempts are already stored
-(a process may die between a commit and deleting its segment) and skips those.
+recovers it while it lives. Every move first asks which of its calls' attempts are already stored,
+and skips those: a process may die between a commit and deleting its segment, and a commit may
+land after the writer's timeout has already made the mover keep the segment for a retry.
 
 A database that goes away: the mover keeps the calls and retries with backoff, and grading goes on
 answering until `max_pending` calls wait; then `append` answers 503 with Retry-After. A call the
@@ -223,7 +224,7 @@ class AttemptJournal:
         """Calls acknowledged and not in the database yet."""
         return self._pending
 
-    # -- moving (the mover thread, `flush`, `recover`) --
+    # -- moving (the mover thread, `flush`, `settle`, `recover`, `close`) --
 
     def start(self) -> None:
         """Start the mover thread."""
@@ -239,7 +240,7 @@ class AttemptJournal:
                 return
             self._wake.clear()  # before the move: a segment opened during it wakes the next round
             try:
-                done = self.move()
+                done = self.flush()
             except Exception:  # the mover must outlive any one failure
                 log.exception("the attempt journal's mover failed")
                 done = False
@@ -247,8 +248,8 @@ class AttemptJournal:
                 self._wake.set()  # try again after the backoff
             delay = self.interval_s if done else min(MAX_BACKOFF_S, max(delay * 2, 0.1))
 
-    def move(self) -> bool:
-        """Move every sealed and current segment's calls; True when nothing is left waiting."""
+    def flush(self) -> bool:
+        """Move every sealed and current segment's calls now; True when all of it is in the database."""
         with self._move_lock:
             with self._lock:
                 self._seal()
@@ -304,14 +305,10 @@ class AttemptJournal:
         segment.path.unlink(missing_ok=True)
         segment.release()
 
-    def flush(self) -> bool:
-        """Move everything appended so far now; True when it is all in the database."""
-        return self.move()
-
     def settle(self, ids: Iterable[str]) -> None:
         """Before a read that must see these attempts: move what is pending if any of them is."""
         if self._pending_ids and any(i in self._pending_ids for i in ids):
-            self.move()
+            self.flush()
 
     def recover(self) -> int:
         """Take over the segments that ended processes left here (this one's own excluded); the
@@ -369,7 +366,7 @@ class AttemptJournal:
         if self._thread is not None:
             self._thread.join(timeout=timeout_s)
         try:
-            if not self.move():
+            if not self.flush():
                 log.warning("attempt journal: %d graded calls stay in %s until the next start", self._pending,
                             self.folder)
         except Exception:
