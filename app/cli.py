@@ -200,15 +200,18 @@ def serve(
     """Serve the tutor API."""
     import uvicorn
 
+    from app.accesslog import access_handler
     from app.encoders import serving_encoder
     from app.logqueue import log_off_the_loop, project_log_handlers
     from app.main import create_app
 
     # serving_encoder: the encoder app.launch started building, if it did
-    app = create_app(encoder_factory=serving_encoder, freeze_gc=True)
+    app = create_app(encoder_factory=serving_encoder, freeze_gc=True, access_log=True)
     # ws="none": the app has no WebSocket routes, so uvicorn need not import a WebSocket protocol.
-    config = uvicorn.Config(app, host=host, port=port, log_level="info", ws="none")  # sets up logging
+    # access_log=False: the app logs each request after its response is sent (app.accesslog).
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", ws="none", access_log=False)  # sets up logging
     project_log_handlers()
+    access_handler(config.use_colors)
     listeners = log_off_the_loop()
     server = uvicorn.Server(config)
     try:

@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from logging.handlers import QueueHandler, QueueListener
 
 MAX_QUEUED = 10_000
-# What `tutor serve` logs: uvicorn's access and server lines, and the project's own loggers.
-SERVING_LOGGERS = ("uvicorn.access", "uvicorn", "app", "ingest")
+# What `tutor serve` logs: the access log (app.accesslog), uvicorn's server lines, and the project's own loggers.
+SERVING_LOGGERS = ("app.access", "uvicorn", "app", "ingest")
 
 
 def project_log_handlers(level: int = logging.INFO) -> None:

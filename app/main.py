@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from app import health
+from app.accesslog import AccessLog
 from app.admission import ConcurrencyLimit
 from app.ask import endpoints as ask_endpoints
 from app.bank import endpoints as bank_endpoints
@@ -46,6 +47,7 @@ def create_app(
     *,
     load_in_background: bool = True,
     freeze_gc: bool = False,
+    access_log: bool = False,
 ) -> FastAPI:
     """Build the app; the model and index load after start-up so /healthz answers at once.
 
@@ -54,6 +56,9 @@ def create_app(
     index and rubrics (measured: a 75 ms pause every few hundred requests without it). The
     collector is then turned on, whether or not the load worked: `tutor serve` starts with it
     off (`app.launch`).
+
+    access_log: log each request once its response is sent (`app.accesslog`), for a server whose
+    own access log is off, as in `tutor serve`.
     """
     settings = settings or get_settings()
 
@@ -105,6 +110,8 @@ def create_app(
         allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
         max_age=600,
     )
+    if access_log:
+        app.add_middleware(AccessLog)  # outermost: it times and logs what every other layer answered
     app.include_router(health.router)
     app.include_router(bank_endpoints.router)
     app.include_router(quiz_endpoints.router)

@@ -121,3 +121,9 @@ def test_serve_logs_the_projects_own_records_with_their_names(tmp_path: Path) ->
         _, stderr = proc.communicate(timeout=60)
     assert re.search(r"ERROR:\s+app\.runtime: not ready: ", stderr), stderr
     assert "Uvicorn running on" in stderr  # uvicorn's own lines still come through
+    # Each request logged once, by the app after its response (app.accesslog), with its duration.
+    lines = [line for line in stderr.splitlines() if '"GET /readyz HTTP/1.1"' in line]
+    assert lines and all(re.fullmatch(r'INFO:\s+127\.0\.0\.1:\d+ - "GET /readyz HTTP/1\.1" \d{3} [A-Za-z ]+ '
+                                      r'\d+\.\d ms', line) for line in lines), lines
+    clients = [line.split()[1] for line in lines]  # one connection per request: once each
+    assert len(clients) == len(set(clients)), lines
