@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import render_error
@@ -48,6 +49,7 @@ class GradeFastPath:
             await self.app(scope, _replay(body, receive), send)
             return
         runtime = request.app.state.runtime
+        response: Response
         try:
             secret = request.headers.get(API_KEY_HEADER)
             key = await require_api_key(runtime, rate_limiter_of(request.app.state, runtime), secret)

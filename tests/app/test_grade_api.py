@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 
 from app.db import make_engine, make_sessionmaker, transaction
+from app.grade_api.endpoints import GradingResponse
 from app.keys.service import usage
 from app.models import Attempt
 
@@ -377,3 +379,12 @@ def test_a_lone_grade_whose_commit_hangs_answers_503_in_time(
     release.set()
     assert res.status_code == 503 and res.headers["Retry-After"] == "5"
     assert res.json()["error"]["code"] == "unavailable"
+
+
+def test_grading_responses_render_the_same_json_values_and_never_invalid_json() -> None:
+    content = {"verdict": "correct", "score": 0.9731, "tiny": 1e-05, "flags": [], "feedback": "Ring — 2(N−1)/N ✓",
+               "nested": {"n": 3, "none": None, "ok": True}}
+    res = GradingResponse(content)
+    assert json.loads(res.body) == content and res.headers["content-type"] == "application/json"
+    assert int(res.headers["content-length"]) == len(res.body)
+    assert json.loads(GradingResponse({"score": float("nan")}).body) == {"score": None}

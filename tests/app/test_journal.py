@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +139,11 @@ def test_what_a_dead_process_left_is_stored_once_even_if_part_was_stored(store: 
     assert store.attempts() == 4  # the two already stored are skipped, not inserted or counted again
     assert store.usage() == {"grade": (4, 4)} and second.rejected == 0
     assert store.segments() == []
+    with transaction(store.factory) as s:  # read back from the file: the time it was graded, to the microsecond
+        graded = calls[3].attempts[0]
+        row = s.get(Attempt, graded["id"])
+        assert row is not None and row.result == graded["result"] and row.score == graded["score"]
+        assert row.created_at.replace(tzinfo=None) == graded["created_at"].astimezone(UTC).replace(tzinfo=None)
     segment.write_bytes(leftover)  # a third start finds the same file again: nothing changes
     third = store.journal()
     assert third.recover() == 4 and third.flush()
