@@ -8,10 +8,11 @@ cores stay with the encoder.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import Future
 from functools import partial
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from starlette.concurrency import run_in_threadpool
@@ -29,11 +30,43 @@ async def settled(future: Future[T], timeout_s: float | None = None) -> T:
     A cancelled request (its client went away) or a timeout stops the wait only: the worker still
     finishes the job it has taken, so other requests in the same batch or transaction are unaffected.
     Raises TimeoutError after `timeout_s`.
+
+    One loop future, settled from the worker's thread, and one timer: `asyncio.wait_for(shield(
+    wrap_future(f)))` did the same through three chained futures, each a further pass of the loop
+    between the worker's answer and the request going on (docs/PERFORMANCE.md, session 12).
     """
-    waiting = asyncio.shield(asyncio.wrap_future(future))
-    if timeout_s is None:
-        return await waiting
-    return await asyncio.wait_for(waiting, timeout_s)
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[T] = loop.create_future()
+    def hand_back(done: Future[T]) -> None:  # on the worker's thread (or here, if already done)
+        if not loop.is_closed():  # the app has stopped: nobody is waiting any more
+            with contextlib.suppress(RuntimeError):  # ...or it closed just now
+                loop.call_soon_threadsafe(_copy_outcome, done, waiter)
+
+    future.add_done_callback(hand_back)
+    timer = loop.call_later(timeout_s, _expire, waiter) if timeout_s is not None else None
+    try:
+        return await waiter
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _copy_outcome(done: Future[T], waiter: asyncio.Future[T]) -> None:
+    if waiter.done():  # timed out or cancelled meanwhile
+        return
+    if done.cancelled():
+        waiter.cancel()
+        return
+    error = done.exception()
+    if error is not None:
+        waiter.set_exception(error)
+    else:
+        waiter.set_result(done.result())
+
+
+def _expire(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
 
 
 async def encode(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:

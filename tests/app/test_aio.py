@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
 
-from app.aio import SingleFlight, encode
+from app.aio import SingleFlight, encode, settled
 from ingest.batching import BatchingEncoder
 from tests.fakes import FakeEncoder
 
@@ -47,6 +49,57 @@ def test_a_cancelled_wait_leaves_the_batch_and_the_workers_intact() -> None:
     # The worker set the cancelled caller's result without failing, and still serves.
     assert np.allclose(batcher.submit(["next"]).result(timeout=5), FakeEncoder().encode(["next"]))
     batcher.close()
+
+
+def _later(seconds: float, outcome: object) -> Future[object]:
+    """A future a worker thread settles after `seconds`: with `outcome`, or raising it if an exception."""
+    future: Future[object] = Future()
+
+    def work() -> None:
+        time.sleep(seconds)
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    threading.Thread(target=work, daemon=True).start()
+    return future
+
+
+def test_settled_gives_a_workers_result_or_its_error_and_times_out_without_stopping_it() -> None:
+    async def scenario() -> None:
+        assert await settled(_later(0.01, "vectors")) == "vectors"
+        assert await settled(_later(0.01, "stored"), timeout_s=5) == "stored"
+        with pytest.raises(KeyError):
+            await settled(_later(0.01, KeyError("worker failed")), timeout_s=5)
+        done: Future[object] = Future()
+        done.set_result("already")
+        assert await settled(done, timeout_s=5) == "already"
+        slow = _later(0.2, "late")
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await settled(slow, timeout_s=0.05)
+        assert time.monotonic() - started < 0.19
+        assert slow.result(timeout=5) == "late"  # the worker went on; its late answer is dropped quietly
+        await asyncio.sleep(0.05)
+        cancelled: Future[object] = Future()
+        threading.Timer(0.01, cancelled.cancel).start()
+        with pytest.raises(asyncio.CancelledError):
+            await settled(cancelled, timeout_s=5)
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_that_answers_after_the_loop_closed_is_not_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    future: Future[object] = Future()
+
+    async def scenario() -> None:
+        with pytest.raises(TimeoutError):
+            await settled(future, timeout_s=0.01)
+
+    asyncio.run(scenario())  # the loop is closed when this returns
+    future.set_result("too late")  # the hand-back finds the loop closed
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
 
 
 def test_single_flight_shares_one_load_per_key_among_concurrent_callers() -> None:
