@@ -43,18 +43,22 @@ class ConcurrencyLimit:
         if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS:
             await self.app(scope, receive, send)
             return
-        if self._slots.locked() and self.waiting >= self.queue:
+        if not self._slots.locked():
+            await self._slots.acquire()  # a free slot is taken at once: no timer to set and cancel
+        elif self.waiting >= self.queue:
             await _refuse(send, "the server is at capacity (request queue full); retry in a moment")
             return
-        self.waiting += 1
-        try:
-            async with asyncio.timeout(self.wait_s):
-                await self._slots.acquire()
-        except TimeoutError:
-            await _refuse(send, f"the server is at capacity (waited {self.wait_s:.0f} s for a turn); retry in a moment")
-            return
-        finally:
-            self.waiting -= 1
+        else:
+            self.waiting += 1
+            try:
+                async with asyncio.timeout(self.wait_s):
+                    await self._slots.acquire()
+            except TimeoutError:
+                await _refuse(send, f"the server is at capacity (waited {self.wait_s:.0f} s for a turn); "
+                                    "retry in a moment")
+                return
+            finally:
+                self.waiting -= 1
         try:
             await self.app(scope, receive, send)
         finally:
