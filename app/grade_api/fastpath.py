@@ -15,7 +15,7 @@ function as the app's exception handlers.
 from __future__ import annotations
 
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -37,22 +37,21 @@ class GradeFastPath:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != PATH:
             await self.app(scope, receive, send)
             return
-        request = Request(scope, receive)
-        content_type = request.headers.get("content-type", "")  # the first of a repeated header, as the route
+        content_type, secret = _headers(scope)
         if content_type.split(";", 1)[0].strip().lower() != "application/json":
             await self.app(scope, receive, send)
             return
-        body = await request.body()
+        body = await _body(receive)
         try:
             item = GradeIn.model_validate_json(body)
         except ValidationError:  # the route answers with the project's 422 shape
             await self.app(scope, _replay(body, receive), send)
             return
-        runtime = request.app.state.runtime
+        state = scope["app"].state
+        runtime = state.runtime
         response: Response
         try:
-            secret = request.headers.get(API_KEY_HEADER)
-            key = await require_api_key(runtime, rate_limiter_of(request.app.state, runtime), secret)
+            key = await require_api_key(runtime, rate_limiter_of(state, runtime), secret)
             response = await grade_one_response(runtime, key, item)
         except Exception as exc:
             error = render_error(exc)
@@ -60,6 +59,38 @@ class GradeFastPath:
                 raise
             response = error
         await response(scope, receive, send)
+
+
+_KEY_HEADER = API_KEY_HEADER.lower().encode("latin-1")
+
+
+def _headers(scope: Scope) -> tuple[str, str | None]:
+    """The content type ("" if none) and the API key (None if none): the first of each, as the route reads them.
+
+    One pass over the raw headers (the server gives their names in lower case) instead of a
+    Starlette `Request` and its `Headers`.
+    """
+    content_type: bytes | None = None
+    secret: bytes | None = None
+    for name, value in scope["headers"]:
+        if name == b"content-type" and content_type is None:
+            content_type = value
+        elif name == _KEY_HEADER and secret is None:
+            secret = value
+    return ((content_type or b"").decode("latin-1"),
+            None if secret is None else secret.decode("latin-1"))
+
+
+async def _body(receive: Receive) -> bytes:
+    """The whole request body (Starlette's `Request.body`, without the request object and its stream)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -7,12 +7,14 @@ answers compared.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from starlette.requests import ClientDisconnect
 
 import app.grade_api.fastpath as fastpath
 from tests.app.test_grade_api import INLINE, _count
@@ -133,3 +135,28 @@ def test_a_repeated_key_header_is_read_as_the_route_reads_it(
             headers = [("X-API-Key", k) for k in keys] + [("Content-Type", content_type)]
             codes.append(client.post("/v1/grade", content=raw, headers=headers).status_code)
         assert codes[0] == codes[1] and codes[0] in (200, 401), keys
+
+
+def test_the_body_is_read_whole_from_several_messages_and_a_disconnect_stops_it() -> None:
+    def receiving(*messages: dict[str, Any]) -> Any:
+        queue = list(messages)
+
+        async def receive() -> dict[str, Any]:
+            return queue.pop(0)
+
+        return receive
+
+    chunks = receiving({"type": "http.request", "body": b'{"answer":', "more_body": True},
+                       {"type": "http.request", "body": b'"x"}', "more_body": False})
+    assert asyncio.run(fastpath._body(chunks)) == b'{"answer":"x"}'
+    assert asyncio.run(fastpath._body(receiving({"type": "http.request"}))) == b""
+    gone = receiving({"type": "http.request", "body": b"{", "more_body": True}, {"type": "http.disconnect"})
+    with pytest.raises(ClientDisconnect):
+        asyncio.run(fastpath._body(gone))
+
+
+def test_headers_are_read_as_the_route_reads_them() -> None:
+    scope = {"headers": [(b"x-api-key", b""), (b"content-type", b"Application/JSON; charset=utf-8"),
+                         (b"x-api-key", b"gt_second"), (b"content-type", b"text/plain")]}
+    assert fastpath._headers(scope) == ("Application/JSON; charset=utf-8", "")  # the first of each
+    assert fastpath._headers({"headers": []}) == ("", None)
