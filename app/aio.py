@@ -37,6 +37,7 @@ async def settled(future: Future[T], timeout_s: float | None = None) -> T:
     """
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[T] = loop.create_future()
+
     def hand_back(done: Future[T]) -> None:  # on the worker's thread (or here, if already done)
         if not loop.is_closed():  # the app has stopped: nobody is waiting any more
             with contextlib.suppress(RuntimeError):  # ...or it closed just now
