@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import logging
 import time
-from urllib.parse import quote
+from typing import Any, cast
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.config import LOGGING_CONFIG
 from uvicorn.logging import AccessFormatter
+from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
 LOGGER = "app.access"
 log = logging.getLogger(LOGGER)
@@ -51,12 +53,9 @@ class AccessLog:
 
 
 def _log(scope: Scope, status: int, seconds: float) -> None:
-    client = scope.get("client")
-    path = quote(scope["path"])  # the client address and path as uvicorn writes them
-    if scope.get("query_string"):
-        path = f"{path}?{scope['query_string'].decode('ascii', 'replace')}"
-    # The arguments uvicorn's AccessFormatter expects, and the request's duration beside them.
-    log.info('%s - "%s %s HTTP/%s" %d', f"{client[0]}:{client[1]}" if client else "", scope["method"], path,
+    http = cast(Any, scope)  # uvicorn's helpers are typed for its own scope TypedDicts
+    # The arguments uvicorn's AccessFormatter expects, as uvicorn makes them, and the duration beside them.
+    log.info('%s - "%s %s HTTP/%s" %d', get_client_addr(http), scope["method"], get_path_with_query_string(http),
              scope["http_version"], status or 500, extra={"duration_ms": seconds * 1000})
 
 
@@ -74,8 +73,7 @@ def access_handler(use_colors: bool | None = None) -> None:
     if log.handlers:
         return
     handler = logging.StreamHandler()
-    handler.setFormatter(TimedAccessFormatter('%(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s',
-                                              use_colors=use_colors))
+    handler.setFormatter(TimedAccessFormatter(LOGGING_CONFIG["formatters"]["access"]["fmt"], use_colors=use_colors))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
     log.propagate = False

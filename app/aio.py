@@ -39,9 +39,8 @@ async def settled(future: Future[T], timeout_s: float | None = None) -> T:
     waiter: asyncio.Future[T] = loop.create_future()
 
     def hand_back(done: Future[T]) -> None:  # on the worker's thread (or here, if already done)
-        if not loop.is_closed():  # the app has stopped: nobody is waiting any more
-            with contextlib.suppress(RuntimeError):  # ...or it closed just now
-                loop.call_soon_threadsafe(_copy_outcome, done, waiter)
+        with contextlib.suppress(RuntimeError):  # the loop has closed (the app stopped): nobody waits
+            loop.call_soon_threadsafe(_copy_outcome, done, waiter)
 
     future.add_done_callback(hand_back)
     timer = loop.call_later(timeout_s, _expire, waiter) if timeout_s is not None else None
