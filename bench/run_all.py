@@ -57,6 +57,10 @@ def main() -> None:
           f"{at32 / best_any:.2f}")
     print(f"  32 clients / PyTorch one answer per call on the same answers ({torch_single:.0f}/s): "
           f"{at32 / torch_single:.1f}x (target >= 6)")
+    # No server beats its own encoder: this ratio bounds the one above, whatever the server does.
+    ceiling = best_any / torch_single
+    print(f"    ceiling: the int8 encoder's own best rate is {ceiling:.1f}x PyTorch's, so 6x needs the API at "
+          f"{6 / ceiling:.2f}x the encoder's best at 32 clients (the 0.8 target would give {0.8 * ceiling:.1f}x)")
     print(f"  32 clients / the API on PyTorch, one answer per request, 32 clients ({torch_api:.0f}/s): "
           f"{at32 / torch_api:.1f}x")
     errors = sum(v[2] for v in batched.values())
