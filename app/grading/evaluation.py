@@ -91,6 +91,7 @@ class EvalReport:
     baseline_macro_f1_2: float
     baseline_thresholds: dict[str, list[float]]
     errors: list[dict[str, str]] = field(default_factory=list)
+    verdicts: list[str] = field(default_factory=list)  # the grader's, one per answer in file order
 
 
 def _two_way(labels: list[str]) -> list[str]:
@@ -178,7 +179,7 @@ def _report(rows: list[dict[str, str]], results: list[GradeResult], cos: np.ndar
         baseline_accuracy3=_accuracy(truth, base3), baseline_macro_f1_3=macro_f1(truth, base3, LABELS),
         baseline_accuracy2=_accuracy(_two_way(truth), base2),
         baseline_macro_f1_2=macro_f1(_two_way(truth), base2, ["correct", "not"]),
-        baseline_thresholds=thresholds, errors=errors)
+        baseline_thresholds=thresholds, errors=errors, verdicts=pred)
 
 
 def format_report(report: EvalReport) -> str:
