@@ -78,3 +78,11 @@ def test_a_layer_without_outliers_is_left_alone() -> None:
     before = model.SerializeToString()
     assert scale_outlier_channels(model.graph, down_projections(model.graph), [np.abs(g).max(axis=0)]) == 0
     assert model.SerializeToString() == before
+
+
+def test_a_weight_that_another_node_reads_is_left_alone() -> None:
+    model, x = _model(), _inputs()
+    next(node for node in model.graph.node if node.name == "side").input[1] = "w_down"  # both read w_down
+    (g,) = _run(model, x, "g")
+    assert scale_outlier_channels(model.graph, down_projections(model.graph), [np.abs(g).max(axis=0)]) == 0
+    assert [node.name for node in model.graph.node] == ["gelu", "down", "side"]
