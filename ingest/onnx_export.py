@@ -24,6 +24,7 @@ QUANTISATION = (
 # A down-projection's input channel whose largest activation on the calibration texts exceeds this
 # many times the layer's median channel maximum is scaled down to that bound, its weight row up.
 OUTLIER_RATIO = 2.5
+MAX_LENGTH = 256  # tokens the served encoder reads of a text (the manifest's max_length)
 MIN_MEAN_COSINE = 0.99  # over the check texts; measured 0.992 for all-MiniLM-L6-v2
 MIN_COSINE = 0.95  # the worst single text (short texts move most under int8; measured 0.976)
 CHECK_TEXTS = [
@@ -96,18 +97,16 @@ def _optimise_and_quantise(raw: Path, target: Path, heads: int, hidden: int, tok
 
     fused = raw.with_name("fused.onnx")
     optimize_model(str(raw), model_type="bert", num_heads=heads, hidden_size=hidden).save_model_to_file(str(fused))
-    smoothed = raw.with_name("smoothed.onnx")
     model = onnx.load(str(fused))
     downs = down_projections(model.graph)
     # Calibrated on the check texts: calibrating on the bank's 197 texts instead gave the same
     # cosine to PyTorch over the bank and the dev set (0.9944 against 0.9941, docs/PERFORMANCE.md).
-    scaled = scale_outlier_channels(model.graph, downs, activation_maxima(fused, downs, tokenizer, CHECK_TEXTS))
-    onnx.save(model, str(smoothed))
+    scaled = scale_outlier_channels(model.graph, downs, activation_maxima(model, downs, tokenizer, CHECK_TEXTS))
     # Every weight matmul and the fused attention are int8. Weights use 7 bits (reduce_range):
     # without VNNI, AVX2's u8s8 multiply can saturate. Fused contrib ops (SkipLayerNormalization,
     # BiasGelu) defeat ONNX shape inference; they are float.
     quantize_dynamic(
-        str(smoothed),
+        model,
         str(target),
         per_channel=True,
         reduce_range=True,
@@ -123,20 +122,29 @@ def down_projections(graph: Any) -> list[Any]:
     return [node for node in graph.node if node.op_type == "MatMul" and node.input[0] in gelu_outputs]
 
 
-def activation_maxima(model: Path, nodes: list[Any], tokenizer: Path, texts: list[str]) -> list[np.ndarray]:
-    """Per input channel of each node, the largest activation over the texts (each run alone, unpadded)."""
+def tensors_as_outputs(model: Any, names: list[str]) -> Any:
+    """A copy of the model that also outputs the named (float) tensors, for reading intermediate values."""
     import onnx
-    import onnxruntime as ort
     from onnx import helper
+
+    probe = onnx.ModelProto.FromString(model.SerializeToString())
+    known = {out.name for out in probe.graph.output}
+    for name in names:
+        if name not in known:
+            probe.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    return probe
+
+
+def activation_maxima(model: Any, nodes: list[Any], tokenizer: Path, texts: list[str]) -> list[np.ndarray]:
+    """Per input channel of each node, the largest activation over the texts (each run alone, unpadded)."""
+    import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    probe = onnx.load(str(model))
-    for node in nodes:
-        probe.graph.output.append(helper.make_tensor_value_info(node.input[0], onnx.TensorProto.FLOAT, None))
+    probe = tensors_as_outputs(model, [node.input[0] for node in nodes])
     session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
     tok = Tokenizer.from_file(str(tokenizer))
     tok.no_padding()
-    tok.enable_truncation(max_length=256)
+    tok.enable_truncation(max_length=MAX_LENGTH)
     maxima: list[np.ndarray] = []
     for text in texts:
         ids = np.array([tok.encode(text).ids], dtype=np.int64)
@@ -212,13 +220,13 @@ def export_encoder(model: str, index_root: Path, force: bool = False) -> ExportR
         _export_onnx(model_dir, tmp / "raw.onnx")
         scaled = _optimise_and_quantise(tmp / "raw.onnx", tmp / ONNX_FILE, config.num_attention_heads,
                                         config.hidden_size, model_dir / "tokenizer.json")
-        for name in ("raw.onnx", "fused.onnx", "smoothed.onnx"):
+        for name in ("raw.onnx", "fused.onnx"):
             (tmp / name).unlink(missing_ok=True)
         shutil.copy(model_dir / "tokenizer.json", tmp / "tokenizer.json")
         manifest = {
             "model_id": reference.model_id,
             "dim": reference.dim,
-            "max_length": 256,
+            "max_length": MAX_LENGTH,
             "sha256": _sha256(tmp / ONNX_FILE),
             "quantisation": QUANTISATION,
             "outlier_channels_scaled": scaled,

@@ -7,7 +7,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from ingest.onnx_export import OUTLIER_RATIO, down_projections, scale_outlier_channels
+from ingest.onnx_export import OUTLIER_RATIO, down_projections, scale_outlier_channels, tensors_as_outputs
 
 RNG = np.random.default_rng(7)
 W_DOWN = RNG.normal(0, 0.2, (8, 4)).astype(np.float32)
@@ -33,12 +33,8 @@ def _model() -> onnx.ModelProto:
 
 def _run(model: onnx.ModelProto, x: np.ndarray, *names: str) -> list[np.ndarray]:
     """The named tensors of the model on x (any intermediate one made an output first)."""
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    known = {out.name for out in model.graph.output}
-    for name in names:
-        if name not in known:
-            model.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    probe = tensors_as_outputs(model, list(names))
+    session = ort.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
     return list(session.run(list(names), {"x": x}))
 
 
