@@ -6,13 +6,9 @@ STAMP := $(VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install serve ingest test lint typecheck unit bench clean worker gpu-check
+.PHONY: install test-tools serve ingest test lint typecheck unit bench clean worker gpu-check
 
 $(STAMP): pyproject.toml
-	# The widget's browser tests drive Debian's Chromium (Playwright never downloads a browser here).
-	# docker-compose (the Debian package) validates docker-compose.yml in the tests; no engine is needed.
-	(command -v chromium && command -v docker-compose) >/dev/null || \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium docker-compose)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch is pinned to the CPU build in pyproject.toml (an unpinned torch pulls a CUDA build).
@@ -20,6 +16,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Only the tests need these (serving needs Python alone): the widget's browser tests drive Debian's
+# Chromium (Playwright never downloads a browser), and docker-compose validates docker-compose.yml
+# (no engine is needed). Installed with apt when missing.
+test-tools:
+	(command -v chromium && command -v docker-compose) >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium docker-compose)
 
 ingest: install
 	$(BIN)/tutor ingest
@@ -42,7 +45,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-unit: install
+unit: install test-tools
 	$(BIN)/pytest
 
 test: lint typecheck unit

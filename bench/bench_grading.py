@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from app.grading import grade, grade_many, prepare_many
-from app.grading.evaluation import SEEDS_DIR, bank_items
+from grading_lab.evaluation import DATA_DIR, bank_items
 from ingest.embedder import SentenceTransformerEncoder
 
 
@@ -19,7 +19,7 @@ def main() -> None:
     start = time.perf_counter()
     rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
     print(f"prepare_many: {len(keys)} questions in {time.perf_counter() - start:.2f}s")
-    dev = SEEDS_DIR.parent / "eval" / "dev.jsonl"
+    dev = DATA_DIR / "eval" / "dev.jsonl"
     rows = [json.loads(line) for line in Path(dev).read_text().splitlines() if line.strip()]
     pairs = [(rubrics[(r["file"], int(r["number"]))], r["answer"]) for r in rows]
     start = time.perf_counter()

@@ -65,7 +65,7 @@ def prepared_data() -> Iterator[Path]:
 
 
 @contextmanager
-def served(env: dict[str, str], command: tuple[str, ...] = ("-m", "app.launch", "serve")
+def served(env: dict[str, str], command: tuple[str, ...] = ("-m", "app.cli.launch", "serve")
            ) -> Iterator[tuple[str, subprocess.Popen[str], float]]:
     """`tutor serve` (or another Python `command` taking --port) on a free port; yields (base URL,
     process, seconds from start to /readyz 200)."""

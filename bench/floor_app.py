@@ -23,10 +23,10 @@ import uvicorn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.aio import encode
 from app.config import get_settings
-from app.encoders import default_encoder
-from app.runtime import batched
+from app.serving.aio import encode
+from app.serving.encoders import default_encoder
+from app.serving.runtime import batched
 from ingest.embedder import Encoder
 
 Scope = dict[str, Any]

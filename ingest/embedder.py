@@ -13,7 +13,8 @@ from typing import Protocol
 
 import numpy as np
 
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+from app.config import DEFAULT_MODEL
+
 _BUNDLED_NAMES = {DEFAULT_MODEL, "all-MiniLM-L6-v2"}
 
 

@@ -88,7 +88,7 @@ class OnnxEncoder:
         """`encode` on `solo_threads` threads: for a call that has the cores to itself.
 
         One short answer runs about 30-45 % faster on two threads than on one (2-core machines,
-        docs/PERFORMANCE.md); under load, single-threaded calls side by side use the cores better.
+        `bench/bench_encoder.py`); under load, single-threaded calls side by side use the cores better.
         """
         return self._encode(self._solo, texts)
 
@@ -127,7 +127,7 @@ def _session(path: Path, threads: int, spin: bool = False) -> Any:
     Idle intra-op threads sleep unless `spin`: spinning steals the cores that the request threads
     need between batches (measured: 99 -> 118 answers/s at 32 clients). The solo session spins
     within a run: a lone answer's run is some fifty short operators, and waking the other thread
-    for each was a third of it (one answer on two threads: 3.1 -> 2.2 ms, docs/PERFORMANCE.md).
+    for each was a third of it (one answer on two threads: 3.1 -> 2.2 ms, `bench/bench_encoder.py`).
     Its threads stop spinning as soon as the run returns, so they never hold a core while the
     worker grades and commits, or while the loop answers.
     """

@@ -100,7 +100,7 @@ def _optimise_and_quantise(raw: Path, target: Path, heads: int, hidden: int, tok
     model = onnx.load(str(fused))
     downs = down_projections(model.graph)
     # Calibrated on the check texts: calibrating on the bank's 197 texts instead gave the same
-    # cosine to PyTorch over the bank and the dev set (0.9944 against 0.9941, docs/PERFORMANCE.md).
+    # cosine to PyTorch over the bank and the dev set (0.9944 against 0.9941; docs/PERFORMANCE.md, "The int8 export").
     scaled = scale_outlier_channels(model.graph, downs, activation_maxima(model, downs, tokenizer, CHECK_TEXTS))
     # Every weight matmul and the fused attention are int8. Weights use 7 bits (reduce_range):
     # without VNNI, AVX2's u8s8 multiply can saturate. Fused contrib ops (SkipLayerNormalization,
@@ -166,11 +166,11 @@ def scale_outlier_channels(graph: Any, nodes: list[Any], maxima: list[np.ndarray
     factor with little loss: the idea of SmoothQuant (Xiao et al. 2023), for the outliers only.
     A weight that another node also reads is left alone. Returns the channels scaled.
 
-    Measured (session 13, AVX-512 VNNI): against the recipe before it (those two layers fp32),
-    13 % more dev answers/s in batches of 16 and a lone answer 4 % faster, with the same cosine to
-    PyTorch over the bank and the dev set (0.9941), and dev verdicts that agree with PyTorch's on
-    424 of 426 answers against 422. Every matmul int8 without the scaling: 0.9916, 422 of 426, and
-    the dev 3-way macro-F1 0.009 under PyTorch's.
+    Measured (`bench/bench_encoder.py` and `tutor eval`, AVX-512 VNNI): against the recipe before it (those two
+    layers fp32), 13 % more dev answers/s in batches of 16 and a lone answer 4 % faster, with the same cosine to
+    PyTorch over the bank and the dev set (0.9941), and dev verdicts that agree with PyTorch's on 424 of 426 answers
+    against 422. Every matmul int8 without the scaling: 0.9916, 422 of 426, and the dev 3-way macro-F1 0.009 under
+    PyTorch's.
     """
     from onnx import helper, numpy_helper
 

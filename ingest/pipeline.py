@@ -76,6 +76,9 @@ class IngestConfig:
     taxonomy_path: Path
     annotations_path: Path
     near_duplicate_threshold: float = 0.8
+    # What else a question needs embedded before it is served (the grader's key ideas), given by
+    # the caller: ingestion knows nothing of grading. It embeds through the cache it is handed.
+    precompute: Callable[[list[QuestionRecord], Encoder], None] | None = None
 
 
 def collect_files(paths: Iterable[Path]) -> tuple[list[Path], list[Path], list[ParseIssue]]:
@@ -152,7 +155,10 @@ def run_ingest(
     texts = [t for r in live for t in r.embed_texts()]
     summary.embedded = cache.ensure(texts, encoder, progress)
     vectors = cache.get_many(texts)
-    summary.embedded += _precompute_rubrics(live, cache, encoder)
+    if config.precompute is not None:
+        cached = CachedEncoder(cache, encoder)
+        config.precompute(live, cached)
+        summary.embedded += cached.embedded
 
     terms = {r.id: taxonomy.primary_concept(r.text) for r in live}
     concept_of = link_concepts(live, vectors, config.near_duplicate_threshold, terms)
@@ -168,16 +174,6 @@ def run_ingest(
     summary.index_version = version
     remove_other_versions(config.index_dir, version)
     return summary
-
-
-def _precompute_rubrics(records: list[QuestionRecord], cache: VectorCache, encoder: Callable[[], Encoder]) -> int:
-    """Embed everything grading needs (key ideas too), so the service builds rubrics from the cache."""
-    from app.answers.items import item_for
-    from app.grading import prepare_many
-
-    cached = CachedEncoder(cache, encoder)
-    prepare_many([item_for(r) for r in records], cached)
-    return cached.embedded
 
 
 def _index_entries(records: list[QuestionRecord], vectors: dict[str, Any]) -> tuple[list[IndexEntry], Any]:

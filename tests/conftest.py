@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import create_engine, text
 from typer.testing import CliRunner, Result
 
+from app.answers.rubrics import embed_rubric_texts
 from app.config import Settings, get_settings
 from app.db import make_engine, make_sessionmaker, upgrade
 from ingest.embedder import Encoder
@@ -101,7 +102,9 @@ def ingest_with(settings: Settings, encoder: Encoder, paths: list[Path] | None =
     engine = make_engine(settings.db_url)
     try:
         upgrade(engine)
-        config = IngestConfig(settings.index_path, settings.taxonomy_path, settings.annotations_path)
+        config = IngestConfig(
+            settings.index_path, settings.taxonomy_path, settings.annotations_path, precompute=embed_rubric_texts
+        )
         return run_ingest(
             paths or [settings.raw_path], make_sessionmaker(engine), encoder.model_id, lambda: encoder, config
         )
@@ -115,7 +118,7 @@ def tutor(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tutor
     for name in [n for n in os.environ if n.startswith("TUTOR_")]:
         monkeypatch.delenv(name)
     env = {"TUTOR_DATA_DIR": str(settings.data_dir), "TUTOR_DATABASE_URL": settings.db_url}
-    from app.cli import app
+    from app.cli.main import app
 
     runner = CliRunner()
     get_settings.cache_clear()

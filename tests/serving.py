@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-TUTOR = [sys.executable, "-m", "app.launch"]
+TUTOR = [sys.executable, "-m", "app.cli.launch"]
 
 
 def free_port() -> int:

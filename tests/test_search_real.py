@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.orm import Session
 
+from app.bank.search import search
 from app.config import Settings
 from app.db import make_engine, make_sessionmaker
 from app.models import BankState
-from app.search import search
 from ingest.embedder import Encoder
 from ingest.index import LoadedIndex, load_index
 from tests.conftest import ingest_with

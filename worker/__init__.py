@@ -1,7 +1,7 @@
 """The demo worker service (`tutor worker`): runs live distributed-training demos on real PyTorch.
 
 - `api`: the FastAPI service (token-protected /v1: catalogue, runs, cancel, server-sent progress events).
-- `catalogue`, `params`: the eight demos (names shared with app.demos_catalog) and their bounded parameters.
+- `catalogue`, `params`: the eight demos (names shared with contracts.demos) and their bounded parameters.
 - `runs`: the FIFO run queue, one run at a time per device (each GPU, or the CPU), bounded (429 when full).
 - `supervisor`: runs a demo in `python -m worker.child`, in its own process group, with a time limit;
   cancellation, timeouts and dying processes end the whole group (`procs`).

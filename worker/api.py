@@ -17,10 +17,10 @@ from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import ValidationError
 
-from app.errors import NotFoundError, UnauthorizedError, install_error_handlers
+from contracts.errors import InvalidParamsError, NotFoundError, UnauthorizedError
+from contracts.http import install_error_handlers
 from worker.catalogue import CATALOGUE
 from worker.devices import DeviceInfo, detect
-from worker.errors import InvalidParamsError
 from worker.runs import Executor, RunQueue
 from worker.settings import WorkerSettings
 

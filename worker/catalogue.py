@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.demos_catalog import DEMOS
+from contracts.demos import DEMOS
 from worker import params as p
 
 
@@ -114,4 +114,4 @@ _ENTRIES = [
     ),
 ]
 CATALOGUE: dict[str, Demo] = {demo.name: demo for demo in _ENTRIES}
-assert set(CATALOGUE) == set(DEMOS), "the worker's catalogue and app.demos_catalog must name the same demos"
+assert set(CATALOGUE) == set(DEMOS), "the worker's catalogue and contracts.demos must name the same demos"

@@ -14,10 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.errors import NotFoundError
+from contracts.errors import InvalidParamsError, NotFoundError, QueueFullError, RunLostError
 from worker.catalogue import Demo
 from worker.devices import DeviceInfo, Placement, all_slots, place
-from worker.errors import InvalidParamsError, QueueFullError, RunLostError
 from worker.params import DemoParams
 from worker.settings import WorkerSettings
 

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 from app.answers.rubrics import RubricBook
 from app.answers.service import question_view
 from app.bank.repository import get_question
-from app.cache import LRUCache
 from app.grading import Rubric
+from app.serving.cache import LRUCache
 from ingest.index import LoadedIndex
 
 

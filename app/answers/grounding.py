@@ -10,8 +10,8 @@ from sqlalchemy.orm import Session
 
 from app.bank.repository import get_many
 from app.bank.views import source_of
-from app.cache import LRUCache
 from app.models import ACTIVE, Question
+from app.serving.cache import LRUCache
 from ingest.index import LoadedIndex
 
 RELATED_NOTE = "This question has no explanation of its own; this is related material from another question."

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.answers.items import item_for
+from app.answers.items import QuestionLike, item_for
 from app.db import transaction
 from app.grading import Rubric, prepare_many
 from app.models import ACTIVE, LabelledExample, Question
 from ingest.embedder import Encoder
 from ingest.vectors import CachedEncoder, VectorCache
+
+
+def embed_rubric_texts(questions: Sequence[QuestionLike], encoder: Encoder) -> None:
+    """Embed everything the grader needs of these questions (key ideas too) through `encoder`'s cache.
+
+    `tutor ingest` calls it, so that serving builds every rubric from cached vectors.
+    """
+    prepare_many([item_for(q) for q in questions], encoder)
 
 
 def accepted_examples(session: Session, question_ids: list[str]) -> dict[str, list[tuple[str, str]]]:

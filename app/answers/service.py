@@ -10,9 +10,9 @@ from app.answers.grounding import MATERIAL
 from app.answers.rubrics import RubricBook
 from app.bank.repository import get_question
 from app.bank.views import source_of
-from app.demos_catalog import demos_for
 from app.grading import GradeResult, Rubric, grade
 from app.models import Question
+from contracts.demos import demos_for
 from ingest.embedder import Encoder
 from ingest.index import LoadedIndex
 

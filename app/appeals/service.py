@@ -9,8 +9,8 @@ from sqlalchemy.orm import Session
 
 from app.errors import ConflictError, NotFoundError
 from app.ids import new_id
+from app.learners.scheduler import review
 from app.models import Appeal, Attempt, Card, LabelledExample, utcnow
-from app.quiz.scheduler import review
 
 CLAIMS = ("correct", "partial")
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.bank.search import search
 from app.bank.views import source_of
-from app.search import search
 from ingest.embedder import Encoder
 from ingest.index import LoadedIndex
 

@@ -11,7 +11,7 @@ from app.chat.replies import Reply
 from app.chat.store import DialogueState
 from app.chat.vocab import Vocabulary
 from app.models import Conversation
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 
 
 @dataclass

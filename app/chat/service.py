@@ -1,4 +1,7 @@
-"""A chat turn end to end: who is talking, which conversation, the tutor's replies, stored and streamed."""
+"""A chat turn end to end: who is talking, which conversation, the tutor's replies, stored and streamed.
+
+What the tutor says is decided in `tutor.py`; nothing here depends on the intent.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from app.chat.vocab import vocabulary
 from app.db import transaction
 from app.errors import TutorError
 from app.models import Conversation
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 
 log = logging.getLogger(__name__)
 Event = tuple[str, dict[str, Any]]

@@ -1,4 +1,8 @@
-"""The dialogue: recognise what the learner means and answer it from the bank, the quiz or a demo."""
+"""The dialogue: recognise what the learner means and answer it from the bank, the quiz or a demo.
+
+A new intent goes here (and its words in `intents.py`); `service.py` only carries a turn through
+identity, storage and streaming, whatever the intent.
+"""
 
 from __future__ import annotations
 
@@ -26,9 +30,9 @@ from app.chat.intents import (
     recognise,
 )
 from app.chat.replies import Action, Chart, Choice, Reply, ask_reply, help_reply, info, progress_reply, say
-from app.demos_catalog import DEMOS, demos_for
 from app.errors import TutorError
 from app.learners.progress import progress
+from contracts.demos import DEMOS, demos_for
 
 log = logging.getLogger(__name__)
 DEMO_TIMEOUT = 120.0  # seconds a chat waits for a demo's result before leaving a link to follow it

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from app.chat.text import find_phrase, normalise
-from app.demos_catalog import DEMOS
+from contracts.demos import DEMOS
 
 # Words learners use for each demo beyond its name and title.
 DEMO_ALIASES: dict[str, tuple[str, ...]] = {

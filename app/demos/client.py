@@ -8,8 +8,7 @@ from typing import Any
 import httpx
 
 from app.config import Settings
-from app.errors import NotFoundError, UnavailableError
-from worker.errors import InvalidParamsError, QueueFullError  # the worker's own errors, relayed as they are
+from app.errors import InvalidParamsError, NotFoundError, QueueFullError, UnavailableError
 
 RETRY_AFTER_S = 5
 # the worker sends a keep-alive comment every 5 s; a stream silent for longer is dead

@@ -13,9 +13,9 @@ from fastapi.responses import StreamingResponse
 from app.bank.repository import list_questions
 from app.config import Settings
 from app.demos.client import RunLost, WorkerClient
-from app.demos_catalog import DEMOS
 from app.deps import RuntimeDep, SessionDep
 from app.errors import NotFoundError, TutorError
+from contracts.demos import DEMOS
 
 router = APIRouter(prefix="/v1/demos", tags=["demos"])
 
@@ -31,6 +31,15 @@ WorkerDep = Annotated[WorkerClient, Depends(get_worker)]
 
 def _lost(run_id: str, message: str) -> dict[str, Any]:
     return {"id": run_id, "status": "failed", "error": message or "the demo worker restarted; the run was lost"}
+
+
+def _run_request(worker: WorkerClient, method: str, run_id: str) -> dict[str, Any]:
+    """A call about one run, relayed; a run the worker lost in a restart is reported as failed."""
+    try:
+        result: dict[str, Any] = worker.request(method, f"/v1/runs/{run_id}")
+    except RunLost as exc:
+        return _lost(run_id, str(exc))
+    return result
 
 
 @router.get("")
@@ -65,21 +74,13 @@ def start_run(name: str, worker: WorkerDep, params: Annotated[dict[str, Any] | N
 @router.get("/runs/{run_id}")
 def get_run(run_id: str, worker: WorkerDep) -> dict[str, Any]:
     """A run's status, queue position, and once finished its figures, series and charts (SVG)."""
-    try:
-        result: dict[str, Any] = worker.request("GET", f"/v1/runs/{run_id}")
-    except RunLost as exc:
-        return _lost(run_id, str(exc))
-    return result
+    return _run_request(worker, "GET", run_id)
 
 
 @router.delete("/runs/{run_id}")
 def cancel_run(run_id: str, worker: WorkerDep) -> dict[str, Any]:
     """Cancel a queued or running run (its processes are ended)."""
-    try:
-        result: dict[str, Any] = worker.request("DELETE", f"/v1/runs/{run_id}")
-    except RunLost as exc:
-        return _lost(run_id, str(exc))
-    return result
+    return _run_request(worker, "DELETE", run_id)
 
 
 def _event(kind: str, data: dict[str, Any]) -> str:

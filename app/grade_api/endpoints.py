@@ -12,7 +12,6 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import Connection, insert
 from sqlalchemy.orm import Session
 
-from app.aio import encode_then
 from app.deps import RuntimeDep, SessionDep
 from app.errors import UnavailableError
 from app.grade_api.schemas import BatchIn, GradeIn, RubricIn
@@ -20,8 +19,9 @@ from app.grade_api.service import grade_items, load_rubric, prepare_items, regis
 from app.keys.deps import ApiKeyDep, count_usage
 from app.keys.service import Caller, add_usage
 from app.models import Attempt
-from app.runtime import Runtime
-from ingest.batching import Continued
+from app.serving.aio import encode_then
+from app.serving.batching import Continued
+from app.serving.runtime import Runtime
 
 router = APIRouter(prefix="/v1", tags=["grading API"])
 
@@ -31,7 +31,7 @@ _INSERT_ATTEMPTS = insert(Attempt)  # built once: its compiled form is cached by
 
 class GradingResponse(JSONResponse):
     """JSON rendered by pydantic-core's serializer: a graded answer's 2 KB in about a quarter of the
-    time of Starlette's `json.dumps` (4.7 against 17.8 µs, docs/PERFORMANCE.md, session 12). The same
+    time of Starlette's `json.dumps` (4.7 against 17.8 µs; docs/PERFORMANCE.md, "The grading API's hot path"). The same
     JSON values; a NaN or infinity (never in a result) becomes null rather than invalid JSON."""
 
     def render(self, content: Any) -> bytes:
@@ -76,10 +76,10 @@ async def _store(runtime: Runtime, key: Caller, endpoint: str, items: int, attem
 def _store_on_worker(runtime: Runtime, call: GradedCall) -> bool:
     """Store a lone request's call on the encoder's worker, if that costs no wait: True when done.
 
-    In the attempt journal when the app keeps one (app/journal.py), else committed when the group
+    In the attempt journal when the app keeps one (app/serving/journal.py), else committed when the group
     writer is idle. Only here: under load the group writer already commits several calls at once,
     and a `write` to the journal on the event loop costs it more than awaiting that commit
-    (measured: 0.2-0.3 ms more of the loop's CPU per answer at 32 clients, docs/PERFORMANCE.md).
+    (measured: 0.2-0.3 ms more of the loop's CPU per answer at 32 clients, `bench/bench_floor.py --commit`).
     """
     if runtime.journal is not None:
         runtime.journal.append(call)
@@ -101,10 +101,10 @@ async def grade_one(body: GradeIn, runtime: RuntimeDep, key: ApiKeyDep) -> Gradi
 async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> GradingResponse:
     """What POST /v1/grade answers (the route and the hot path in `fastpath.py` both answer this).
 
-    A request that has the encoder to itself is finished on the worker that encoded it: graded
-    and stored there (journaled, or committed when the group writer is idle; `then` below). Each
-    hand-over between threads costs a wake-up, and at low load each thread wakes cold; this saves
-    two of the four (docs/PERFORMANCE.md). Under load, the event loop grades and the group writer
+    A request that has the encoder to itself is finished on the worker that encoded it: graded and stored there
+    (journaled, or committed when the group writer is idle; `then` below). Each hand-over between threads costs a
+    wake-up, and at low load each thread wakes cold; this saves two of the four (`bench/bench_floor.py`;
+    docs/PERFORMANCE.md, "The grading API's hot path"). Under load, the event loop grades and the group writer
     commits, as for every other call.
     """
     prepared = await prepare_items(runtime, key, [body], strict=True)

@@ -1,11 +1,11 @@
 """POST /v1/grade without FastAPI's per-request machinery: the grading API's hot path.
 
-The route in `endpoints.py` stays the documented one (OpenAPI) and serves whatever this path
-passes on. This path answers well-formed JSON calls itself: it validates the body with the same
-model, authenticates and rate-limits with the same dependency function, and grades, stores and
-answers with the same functions as the route. Routing, dependency solving and the exception
-middleware cost more CPU per answer than the rest of the request outside the encoder; on two
-cores that CPU is taken from the encoder (measured in docs/PERFORMANCE.md).
+The route in `endpoints.py` stays the documented one (OpenAPI) and serves whatever this path passes on. This path
+answers well-formed JSON calls itself: it validates the body with the same model, authenticates and rate-limits with
+the same dependency function, and grades, stores and answers with the same functions as the route. Routing,
+dependency solving and the exception middleware cost more CPU per answer than the rest of the request outside the
+encoder; on two cores that CPU is taken from the encoder (measured by `bench/bench_floor.py`; docs/PERFORMANCE.md,
+"The grading API's hot path").
 
 A body that does not validate is passed on to the route, which answers with the project's 422
 (nothing has been counted or stored by then). Errors raised after that are rendered by the same

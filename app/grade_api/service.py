@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.concurrency import run_in_threadpool
 
-from app.aio import encode
-from app.answers.cache import BankEntry
+from app.answers.cache import BankCache, BankEntry
 from app.answers.rubrics import RubricBook
 from app.answers.service import verdict_view
 from app.db import transaction
@@ -22,9 +21,22 @@ from app.grading.grader import Plan
 from app.ids import new_id
 from app.keys.service import Caller
 from app.models import StoredRubric, utcnow
-from app.runtime import Runtime
+from app.serving.aio import SingleFlight, encode
 from ingest.embedder import Encoder
 from ingest.index import LoadedIndex
+
+
+class Bank(Protocol):
+    """What grading calls need of the serving process (the runtime provides it): the database,
+    the bank questions' cache and its single-flight reads, and the grader of the live index."""
+
+    factory: sessionmaker[Session]
+    questions: BankCache
+    question_reads: SingleFlight[tuple[str, str], BankEntry]
+
+    def grading(self) -> tuple[Encoder, LoadedIndex, RubricBook]:
+        """The encoder, index and rubrics of one load, or a 503 error."""
+        ...
 
 
 def _item(body: RubricIn) -> GradingItem:
@@ -80,19 +92,19 @@ class _Target:
 Resolved = _Target | NotFoundError
 
 
-async def _targets(runtime: Runtime, index: LoadedIndex, book: RubricBook, key: Caller, items: list[GradeIn],
+async def _targets(bank: Bank, index: LoadedIndex, book: RubricBook, key: Caller, items: list[GradeIn],
                    strict: bool) -> list[Resolved]:
     """Each item's target: bank questions from the runtime's cache, else read once for every request that
     asks for them at the same time (`question_reads`); registered rubrics and inline questions on a worker thread."""
     out: list[Resolved | None] = [None] * len(items)
     for i, item in enumerate(items):
-        entry = runtime.questions.get(index, item.question_id) if item.question_id is not None else None
+        entry = bank.questions.get(index, item.question_id) if item.question_id is not None else None
         if entry is not None:
             out[i] = _Target(entry.rubric, view=entry.view)
     asked = [i for i, t in enumerate(out) if t is None and items[i].question_id is not None]
     if asked:
         keys = [(index.version, str(items[i].question_id)) for i in asked]
-        entries = await runtime.question_reads.load_many(keys, partial(_read_questions, runtime, index, book))
+        entries = await bank.question_reads.load_many(keys, partial(_read_questions, bank, index, book))
         for i, read in zip(asked, entries, strict=True):
             if isinstance(read, NotFoundError) and not strict:
                 out[i] = read
@@ -102,30 +114,30 @@ async def _targets(runtime: Runtime, index: LoadedIndex, book: RubricBook, key: 
                 out[i] = _Target(read.rubric, view=read.view)
     rest = [i for i, t in enumerate(out) if t is None]
     if rest:
-        found = await run_in_threadpool(_resolve, runtime, book, key, [items[i] for i in rest], strict)
+        found = await run_in_threadpool(_resolve, bank, book, key, [items[i] for i in rest], strict)
         for i, target in zip(rest, found, strict=True):
             out[i] = target
     return [t for t in out if t is not None]
 
 
-def _read_questions(runtime: Runtime, index: LoadedIndex, book: RubricBook,
+def _read_questions(bank: Bank, index: LoadedIndex, book: RubricBook,
                     keys: list[tuple[str, str]]) -> dict[tuple[str, str], BankEntry | Exception]:
     """Bank questions by (index version, id), in one transaction; an unknown one is its own NotFoundError."""
     out: dict[tuple[str, str], BankEntry | Exception] = {}
-    with transaction(runtime.factory) as session:
+    with transaction(bank.factory) as session:
         for version_and_id in keys:
             try:
-                out[version_and_id] = runtime.questions.load(session, index, book, version_and_id[1])
+                out[version_and_id] = bank.questions.load(session, index, book, version_and_id[1])
             except NotFoundError as exc:
                 out[version_and_id] = exc
     return out
 
 
-def _resolve(runtime: Runtime, book: RubricBook, key: Caller, items: list[GradeIn], strict: bool) -> list[Resolved]:
+def _resolve(bank: Bank, book: RubricBook, key: Caller, items: list[GradeIn], strict: bool) -> list[Resolved]:
     """Registered rubrics (read in one transaction) and inline questions (prepared in one batch)."""
     out: list[Resolved | None] = []
     inline: list[int] = []
-    with transaction(runtime.factory) as session:
+    with transaction(bank.factory) as session:
         for i, item in enumerate(items):
             try:
                 if item.rubric_id is not None:
@@ -200,11 +212,11 @@ class Prepared:
         return out, attempts
 
 
-async def prepare_items(runtime: Runtime, key: Caller, items: list[GradeIn], *, strict: bool = False) -> Prepared:
+async def prepare_items(bank: Bank, key: Caller, items: list[GradeIn], *, strict: bool = False) -> Prepared:
     """Resolve each item's target (caches first, the database for the rest) and run the checks
     that need no encoder; per-item errors stay per item unless strict."""
-    encoder, index, book = runtime.grading()
-    targets = await _targets(runtime, index, book, key, items, strict)
+    encoder, index, book = bank.grading()
+    targets = await _targets(bank, index, book, key, items, strict)
     graded = [i for i, t in enumerate(targets) if isinstance(t, _Target)]
     rubrics = [t.rubric for t in targets if isinstance(t, _Target)]
     plan = plan_many(rubrics, [items[i].answer for i in graded], [items[i].choice for i in graded])
@@ -212,7 +224,7 @@ async def prepare_items(runtime: Runtime, key: Caller, items: list[GradeIn], *, 
 
 
 async def grade_items(
-    runtime: Runtime, key: Caller, items: list[GradeIn], *, strict: bool = False
+    bank: Bank, key: Caller, items: list[GradeIn], *, strict: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Grade items with one batched encode for the answers; per-item errors stay per item unless strict.
 
@@ -220,5 +232,5 @@ async def grade_items(
     On the event loop: the encode is awaited from the micro-batcher, the database is read only for
     what the runtime's caches do not hold.
     """
-    prepared = await prepare_items(runtime, key, items, strict=strict)
+    prepared = await prepare_items(bank, key, items, strict=strict)
     return prepared.finish(await encode(prepared.encoder, prepared.texts))

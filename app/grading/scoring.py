@@ -83,7 +83,7 @@ class GeneralModel:
 
 @lru_cache(maxsize=4)
 def load_model(path: Path = MODEL_PATH) -> GeneralModel:
-    """The committed general model (fit by `python -m app.grading.fit`)."""
+    """The committed general model (fit by `python -m grading_lab.fit`)."""
     return GeneralModel.from_dict(json.loads(path.read_text()))
 
 

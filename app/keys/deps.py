@@ -17,7 +17,7 @@ from app.deps import RuntimeDep
 from app.errors import ForbiddenError, UnavailableError
 from app.keys.ratelimit import RateLimiter
 from app.keys.service import Caller, authenticate, hash_secret, record_usage
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 
 API_KEY_HEADER = "X-API-Key"
 # auto_error=False: a missing key is answered by our own 401 in the project's error shape;

@@ -15,8 +15,8 @@ import limits
 from sqlalchemy import Connection, func, select
 from sqlalchemy.orm import Session
 
-from app.db import on_conflict_insert
-from app.errors import NotFoundError, TutorError, UnauthorizedError
+from app.db import get_or_404, on_conflict_insert
+from app.errors import TutorError, UnauthorizedError
 from app.models import ApiKey, ApiUsage, utcnow
 
 if TYPE_CHECKING:
@@ -121,10 +121,7 @@ def authenticate(session: Session, secret: str | None) -> ApiKey:
 
 def get_key(session: Session, key_id: str) -> ApiKey:
     """One key by id, revoked or not."""
-    key = session.get(ApiKey, key_id)
-    if key is None:
-        raise NotFoundError(f"no API key with id {key_id!r}", details={"id": key_id})
-    return key
+    return get_or_404(session, ApiKey, key_id, "API key")
 
 
 def revoke(session: Session, key_id: str) -> ApiKey:

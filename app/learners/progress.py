@@ -9,8 +9,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.bank.repository import topic_counts
+from app.learners.scheduler import retrievability
 from app.models import ACTIVE, Attempt, Card, Question, as_utc, utcnow
-from app.quiz.scheduler import retrievability
 
 HISTORY = 20
 

@@ -6,7 +6,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.errors import NotFoundError
+from app.db import get_or_404
 from app.ids import new_id
 from app.models import Learner
 
@@ -21,10 +21,7 @@ def create_learner(session: Session, *, display_name: str | None = None) -> Lear
 
 def get_learner(session: Session, learner_id: str) -> Learner:
     """A learner by id, or 404."""
-    learner = session.get(Learner, learner_id)
-    if learner is None:
-        raise NotFoundError(f"no learner with id {learner_id!r}", details={"id": learner_id})
-    return learner
+    return get_or_404(session, Learner, learner_id, "learner")
 
 
 def learner_for_ref(session: Session, external_ref: str, display_name: str | None = None) -> Learner:

@@ -1,4 +1,4 @@
-"""HTTP routes of learners, quiz sessions, answers and appeals."""
+"""HTTP routes of quiz sessions and answers."""
 
 from __future__ import annotations
 
@@ -6,38 +6,17 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, status
 
-from app.appeals.service import file_appeal
 from app.deps import RuntimeDep, SessionDep
-from app.learners.progress import progress
-from app.learners.service import create_learner, get_learner
 from app.quiz import service
 from app.quiz.schemas import (
     AnswerIn,
     AnswerOut,
-    AppealIn,
-    AppealOut,
-    LearnerIn,
-    LearnerOut,
     NextOut,
     SessionIn,
     SessionOut,
 )
 
 router = APIRouter(prefix="/v1", tags=["learning"])
-
-
-@router.post("/learners", response_model=LearnerOut, status_code=status.HTTP_201_CREATED)
-def new_learner(body: LearnerIn, session: SessionDep) -> LearnerOut:
-    """Issue a new opaque learner id."""
-    learner = create_learner(session, display_name=body.display_name)
-    return LearnerOut(id=learner.id, display_name=learner.display_name)
-
-
-@router.get("/learners/{learner_id}/progress")
-def learner_progress(learner_id: str, session: SessionDep) -> dict[str, Any]:
-    """Mastery per topic, due reviews, streak and recent history."""
-    get_learner(session, learner_id)
-    return progress(session, learner_id)
 
 
 @router.post("/sessions", response_model=SessionOut, status_code=status.HTTP_201_CREATED)
@@ -79,14 +58,4 @@ def answer(
         answer=body.answer,
         choice=body.choice,
         idempotency_key=idempotency_key,
-    )
-
-
-@router.post("/attempts/{attempt_id}/appeal", response_model=AppealOut, status_code=status.HTTP_201_CREATED)
-def appeal(attempt_id: str, body: AppealIn, session: SessionDep, runtime: RuntimeDep) -> dict[str, Any]:
-    """ "I was right": record the claim, re-schedule the card, keep both verdicts for authors."""
-    if runtime.journal is not None:  # a grading API attempt may still be on its way to the database
-        runtime.journal.settle([attempt_id])
-    return file_appeal(
-        session, attempt_id=attempt_id, claimed=body.claimed_verdict, comment=body.comment, learner_id=None
     )

@@ -1,8 +1,7 @@
-"""Request and response models of learners, quiz sessions, answers and appeals."""
+"""Request and response models of quiz sessions and answers."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -17,20 +16,6 @@ def not_blank(value: str) -> str:
     if not value.strip():
         raise ValueError("must not be empty or only spaces")
     return value
-
-
-class LearnerIn(BaseModel):
-    """A new learner; the name is optional and only for display."""
-
-    model_config = ConfigDict(extra="forbid")
-    display_name: str | None = Field(default=None, max_length=100)
-
-
-class LearnerOut(BaseModel):
-    """A learner's opaque id (keep it: it is the learner's key to their progress)."""
-
-    id: str = Field(examples=["l_3q2dX0b2dC6e6U2n1bXy8w"])
-    display_name: str | None = None
 
 
 class SessionIn(BaseModel):
@@ -132,26 +117,3 @@ class AnswerOut(BaseModel):
     schedule: dict[str, Any]
     progress: Progress
     replayed: bool
-
-
-class AppealIn(BaseModel):
-    """The learner's claim about an attempt's verdict."""
-
-    model_config = ConfigDict(extra="forbid")
-    claimed_verdict: Literal["correct", "partial"] = "correct"
-    comment: str | None = Field(default=None, max_length=1000)
-
-
-class AppealOut(BaseModel):
-    """An appeal with both verdicts."""
-
-    id: str
-    attempt_id: str
-    question_id: str | None
-    answer: str | None
-    original_verdict: str
-    claimed_verdict: str
-    comment: str | None
-    status: str
-    created_at: datetime
-    rescheduled: bool | None = None

@@ -8,8 +8,8 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.learners.scheduler import retrievability
 from app.models import ACTIVE, Attempt, Card, Question, QuizSession, as_utc
-from app.quiz.scheduler import retrievability
 
 
 def _pool(session: Session, quiz: QuizSession) -> list[Question]:

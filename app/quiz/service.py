@@ -12,12 +12,12 @@ from sqlalchemy.orm import Session
 from app.answers.rubrics import RubricBook
 from app.answers.service import grade_bank_answer
 from app.bank.views import learner_view
-from app.db import end_reads
-from app.errors import ConflictError, NotFoundError
+from app.db import end_reads, get_or_404
+from app.errors import ConflictError
 from app.ids import new_id
+from app.learners.scheduler import review
 from app.learners.service import get_learner
 from app.models import Attempt, Card, QuizSession, utcnow
-from app.quiz.scheduler import review
 from app.quiz.selection import choose_next
 from ingest.embedder import Encoder
 from ingest.index import LoadedIndex
@@ -34,10 +34,7 @@ def create_session(session: Session, *, learner_id: str, topics: list[str], leng
 
 def get_session(session: Session, session_id: str) -> QuizSession:
     """A quiz session by id, or 404."""
-    quiz = session.get(QuizSession, session_id)
-    if quiz is None:
-        raise NotFoundError(f"no quiz session with id {session_id!r}", details={"id": session_id})
-    return quiz
+    return get_or_404(session, QuizSession, session_id, "quiz session")
 
 
 def session_progress(session: Session, quiz: QuizSession) -> dict[str, Any]:

@@ -13,10 +13,10 @@ from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_sdk import WebClient
 
 from app.config import Settings
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
+from app.slack.installations import SqlInstallationStore, SqlStateStore
 from app.slack.listeners import register_all
 from app.slack.replies import report
-from app.slack.store import SqlInstallationStore, SqlStateStore
 
 log = logging.getLogger(__name__)
 RuntimeGetter = Callable[[], Runtime]

@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from app.bank.views import learner_view
 from app.db import transaction
 from app.models import ACTIVE, Attempt, Learner, Question, QuizSession, utcnow
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 from app.slack import repository as repo
 from app.slack.repository import DAILY
 

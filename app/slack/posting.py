@@ -6,12 +6,12 @@ from slack_sdk import WebClient
 
 from app.config import Settings
 from app.errors import TutorError
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 from app.slack import blocks
 from app.slack.daily import choose_daily, leaderboard
+from app.slack.installations import SqlInstallationStore
 from app.slack.repository import DAILY
 from app.slack.service import Where, remember_post
-from app.slack.store import SqlInstallationStore
 
 DAILY_TITLE = "Question of the day"
 DAILY_HINT = "Reply in this thread to answer; answers count on this week's `/tutor leaderboard`"

@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 
 from app.config import Settings
 from app.errors import error_body
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 from app.slack import slack_enabled
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from app.errors import NotFoundError
 from app.learners.progress import progress
 from app.learners.service import learner_for_ref
 from app.quiz.service import create_session, get_session, next_question, submit_answer
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 from app.slack import repository as repo
 from app.slack.repository import DAILY, QUIZ
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from app.accesslog import LOGGER, AccessLog, TimedAccessFormatter
+from app.serving.accesslog import LOGGER, AccessLog, TimedAccessFormatter
 
 
 class _Events(logging.Handler):

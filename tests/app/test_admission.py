@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from starlette.types import Receive, Scope, Send
 
-from app.admission import ConcurrencyLimit
 from app.config import WORKER_THREADS, Settings
 from app.db import make_engine, make_sessionmaker, transaction
 from app.keys.service import create_key
 from app.main import create_app
+from app.serving.admission import ConcurrencyLimit
 from tests.conftest import ingest_with
 from tests.fakes import FakeEncoder
 from tests.serving import serving_in_thread

@@ -11,8 +11,8 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from app.aio import SingleFlight, encode, settled
-from ingest.batching import BatchingEncoder
+from app.serving.aio import SingleFlight, encode, settled
+from app.serving.batching import BatchingEncoder
 from tests.fakes import FakeEncoder
 
 

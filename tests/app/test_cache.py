@@ -9,10 +9,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import update
 
 from app.answers.cache import BankCache
-from app.cache import LRUCache
 from app.db import make_engine, make_sessionmaker, transaction
 from app.keys.service import create_key
 from app.models import RETIRED, Question
+from app.serving.cache import LRUCache
 
 
 class Clock:

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, insert
 
-from app import runtime as runtime_module
 from app.config import Settings
 from app.db import SERVING_AUTOCHECKPOINT_PAGES, checkpoint_wal, make_engine, upgrade
 from app.models import Learner
-from app.runtime import Runtime
+from app.serving import runtime as runtime_module
+from app.serving.runtime import Runtime
 
 
 def _autocheckpoint(engine: Engine) -> int:

@@ -1,4 +1,4 @@
-"""`tutor serve` builds its encoder early (app.launch) and the app takes that one, once."""
+"""`tutor serve` builds its encoder early (app.cli.launch) and the app takes that one, once."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app import encoders
 from app.config import Settings
+from app.serving import encoders
 from ingest.embedder import Encoder
 from tests.fakes import FakeEncoder
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-import app.cli
-import app.encoders
-from app import launch
+import app.cli.main
+import app.serving.encoders
+from app.cli import launch
 from app.config import Settings
 from app.main import create_app
 from tests.conftest import ingest_with
@@ -50,7 +50,7 @@ def test_the_collector_is_turned_back_on_once_loaded(
     settings: Settings, fake_encoder: FakeEncoder, collector: None
 ) -> None:
     ingest_with(settings, fake_encoder)
-    gc.disable()  # as `tutor serve` starts (app.launch)
+    gc.disable()  # as `tutor serve` starts (app.cli.launch)
     with TestClient(create_app(settings, lambda _: fake_encoder, load_in_background=False, freeze_gc=True)) as client:
         assert client.get("/readyz").status_code == 200
         assert gc.isenabled()
@@ -71,8 +71,8 @@ def test_only_serve_starts_with_the_collector_off_and_its_encoder_on_the_way(
     collector_on: list[bool] = []
     early: list[str] = []
     monkeypatch.setattr(sys, "argv", argv)
-    monkeypatch.setattr(app.encoders, "build_early", lambda: early.append("started"))
-    monkeypatch.setattr(app.cli, "app", lambda: collector_on.append(gc.isenabled()))
+    monkeypatch.setattr(app.serving.encoders, "build_early", lambda: early.append("started"))
+    monkeypatch.setattr(app.cli.main, "app", lambda: collector_on.append(gc.isenabled()))
     launch.main()
     assert collector_on == [not serving]
     assert early == (["started"] if serving else [])

@@ -343,7 +343,7 @@ def test_a_lone_grade_is_stored_and_counted_whichever_thread_finishes_it(
     if way == "on the loop":  # as if the request had batch-mates: the future holds plain vectors
         async def vectors_only(encoder: object, texts: list[str], then: Callable[..., object], timeout_s: float
                                ) -> object:
-            from app.aio import encode
+            from app.serving.aio import encode
 
             ran.append("ndarray")
             return await encode(encoder, texts)  # type: ignore[arg-type]

@@ -21,10 +21,10 @@ from app.db import make_engine, make_sessionmaker, transaction, upgrade
 from app.errors import UnavailableError
 from app.grade_api.endpoints import GradedCall
 from app.ids import new_id
-from app.journal import REJECTED, SEGMENT_PREFIX, AttemptJournal
 from app.keys.service import create_key, usage
 from app.models import Attempt, utcnow
-from app.writes import GroupWriter
+from app.serving.journal import REJECTED, SEGMENT_PREFIX, AttemptJournal
+from app.serving.writes import GroupWriter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -324,7 +324,7 @@ def test_a_journal_that_cannot_be_written_refuses_the_call_and_keeps_the_others(
 ) -> None:
     import errno
 
-    from app import journal as journal_module
+    from app.serving import journal as journal_module
 
     journal = store.journal()
     journal.append(store.call())

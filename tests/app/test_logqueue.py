@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 from uvicorn.logging import AccessFormatter
 
-from app.logqueue import log_off_the_loop
+from app.serving.logqueue import log_off_the_loop
 from tests.serving import TUTOR, free_port
 
 
@@ -101,7 +101,7 @@ def test_a_blocked_output_drops_records_beyond_the_bound_and_says_how_many() -> 
 
 
 def test_serve_logs_the_projects_own_records_with_their_names(tmp_path: Path) -> None:
-    """An empty data folder: the runtime logs why it is not ready, as `ERROR: app.runtime: ...`."""
+    """An empty data folder: the runtime logs why it is not ready, as `ERROR: app.serving.runtime: ...`."""
     port = free_port()
     env = {"TUTOR_DATA_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"}
     proc = subprocess.Popen([*TUTOR, "serve", "--port", str(port)], env=env, stdout=subprocess.PIPE,
@@ -119,9 +119,9 @@ def test_serve_logs_the_projects_own_records_with_their_names(tmp_path: Path) ->
     finally:
         proc.terminate()
         _, stderr = proc.communicate(timeout=60)
-    assert re.search(r"ERROR:\s+app\.runtime: not ready: ", stderr), stderr
+    assert re.search(r"ERROR:\s+app\.serving\.runtime: not ready: ", stderr), stderr
     assert "Uvicorn running on" in stderr  # uvicorn's own lines still come through
-    # Each request logged once, by the app after its response (app.accesslog), with its duration.
+    # Each request logged once, by the app after its response (app.serving.accesslog), with its duration.
     lines = [line for line in stderr.splitlines() if '"GET /readyz HTTP/1.1"' in line]
     assert lines and all(re.fullmatch(r'INFO:\s+127\.0\.0\.1:\d+ - "GET /readyz HTTP/1\.1" \d{3} [A-Za-z ]+ '
                                       r'\d+\.\d ms', line) for line in lines), lines

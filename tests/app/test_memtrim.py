@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from app.memtrim import heap_trimmer
+from app.serving.memtrim import heap_trimmer
 
 
 def _glibc() -> bool:
@@ -41,8 +41,8 @@ def test_memory_freed_on_a_worker_thread_goes_back_to_the_system() -> None:
 
 
 def test_the_housekeeping_thread_trims_and_reloads_on_their_own_periods(monkeypatch: pytest.MonkeyPatch) -> None:
-    from app import runtime as runtime_module
-    from app.runtime import Runtime
+    from app.serving import runtime as runtime_module
+    from app.serving.runtime import Runtime
 
     calls: list[str] = []
     monkeypatch.setattr(runtime_module, "heap_trimmer", lambda: lambda: calls.append("trim") or True)
@@ -58,8 +58,8 @@ def test_the_housekeeping_thread_trims_and_reloads_on_their_own_periods(monkeypa
 
 def test_a_failing_housekeeping_task_does_not_stop_the_others(monkeypatch: pytest.MonkeyPatch,
                                                               caplog: pytest.LogCaptureFixture) -> None:
-    from app import runtime as runtime_module
-    from app.runtime import Runtime
+    from app.serving import runtime as runtime_module
+    from app.serving.runtime import Runtime
 
     trims: list[int] = []
     monkeypatch.setattr(runtime_module, "heap_trimmer", lambda: lambda: trims.append(1) or True)

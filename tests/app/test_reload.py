@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-import app.runtime
+import app.serving.runtime
 from app.config import Settings
 from app.main import create_app
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 from tests.conftest import ingest_with
 from tests.fakes import FakeEncoder
 
@@ -67,7 +67,7 @@ def test_a_newer_index_that_fails_to_load_leaves_the_old_one_serving(
     def broken(*_: object) -> None:
         raise OSError("index file unreadable")
 
-    monkeypatch.setattr(app.runtime, "load_index", broken)
+    monkeypatch.setattr(app.serving.runtime, "load_index", broken)
     assert runtime.reload_if_changed() is False
     assert runtime.grading()[1].version == before and runtime.problem is None
     assert client.get("/readyz").status_code == 200

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.db import make_engine, make_sessionmaker, transaction, upgrade
 from app.errors import UnavailableError
 from app.models import Learner
-from app.writes import GroupWriter
+from app.serving.writes import GroupWriter
 
 
 @contextmanager

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from app.grading import GradingItem, grade, prepare
-from app.grading.evaluation import DATA_DIR, evaluate, summary
+from grading_lab.evaluation import DATA_DIR, evaluate, summary
 
-BASELINE = Path(__file__).resolve().parents[2] / "app" / "grading" / "dev_baseline.json"
+BASELINE = Path(__file__).resolve().parents[2] / "grading_lab" / "dev_baseline.json"
 DEV = DATA_DIR / "eval" / "dev.jsonl"
 TOLERANCE = 0.03
 
@@ -49,7 +49,7 @@ def test_real_model_separates_terse_correct_from_swapped(real_encoder) -> None: 
                                     "The capital of France is Paris."])
 def test_off_subject_answers_get_no_credit_on_any_bank_question(real_encoder, answer: str) -> None:  # type: ignore[no-untyped-def]
     from app.grading import prepare_many
-    from app.grading.evaluation import bank_items
+    from grading_lab.evaluation import bank_items
 
     items = bank_items()
     rubrics = prepare_many(list(items.values()), real_encoder)
@@ -63,7 +63,7 @@ def test_a_correct_answer_near_a_wrong_option_is_not_its_misconception(real_enco
     gradient to all ranks" than the accepted answer (shared words: rank, reduce, gradient). It
     states none of that option's own claim (broadcast, full), so it is not that misconception;
     answers that do state it still are (grader-1.4)."""
-    from app.grading.evaluation import bank_items
+    from grading_lab.evaluation import bank_items
 
     item = next(i for i in bank_items().values() if i.question.startswith("What is reduce-scatter"))
     rubric = prepare(item, real_encoder)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from ingest.batching import BatchingEncoder, OverloadedError
+from app.serving.batching import BatchingEncoder, OverloadedError
 from tests.fakes import FakeEncoder
 
 
@@ -188,7 +188,7 @@ def test_close_stops_every_worker() -> None:
 
 def test_the_served_encoder_gets_workers_only_if_it_takes_concurrent_calls(caplog: pytest.LogCaptureFixture) -> None:
     from app.config import Settings
-    from app.runtime import batched
+    from app.serving.runtime import batched
 
     class Concurrent(FakeEncoder):
         concurrent_calls = True
@@ -280,7 +280,7 @@ def test_the_solo_session_is_on_by_default_and_can_be_turned_off(monkeypatch: py
 
 
 def test_a_lone_job_continues_on_the_worker_and_a_batched_one_does_not() -> None:
-    from ingest.batching import Continued
+    from app.serving.batching import Continued
 
     inner = SlowEncoder(0.05)
     batcher = BatchingEncoder(inner, max_wait_ms=0, max_batch=64, workers=1)

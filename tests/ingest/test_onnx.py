@@ -69,10 +69,10 @@ def test_serving_path_does_not_import_torch(onnx_encoder_dir: Path, tmp_path: Pa
     code = (
         "import sys\n"
         "from app.config import Settings\n"
-        "from app.encoders import default_encoder\n"
+        "from app.serving.encoders import default_encoder\n"
         f"enc = default_encoder(Settings(index_dir={str(index)!r}, encoder_backend='onnx'))\n"
         "assert enc.encode(['hello']).shape == (1, 384)\n"
-        "import app.main, app.cli\n"
+        "import app.main, app.cli.main\n"
         "heavy = ('torch', 'sentence_transformers', 'transformers')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
     )
@@ -82,7 +82,7 @@ def test_serving_path_does_not_import_torch(onnx_encoder_dir: Path, tmp_path: Pa
 
 
 def test_dev_set_verdicts_do_not_get_worse(onnx_encoder_dir: Path, real_encoder: Encoder) -> None:
-    from app.grading.evaluation import evaluate
+    from grading_lab.evaluation import evaluate
 
     path = ROOT / "data" / "eval" / "dev.jsonl"
     torch_report = evaluate(path, real_encoder)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from app.cli import app as cli
+from app.cli.main import app as cli
 from app.config import Settings, get_settings
 from tests.slack.db import count_attempts, pending
 from tests.slack.fake_slack import TEAM, FakeSlack

@@ -12,7 +12,7 @@ from slack_sdk.oauth.installation_store import Installation
 from app.config import Settings
 from app.db import make_engine, make_sessionmaker, upgrade
 from app.main import create_app
-from app.slack.store import SqlInstallationStore, SqlStateStore
+from app.slack.installations import SqlInstallationStore, SqlStateStore
 from tests.conftest import ingest_with
 from tests.fakes import FakeEncoder
 from tests.slack.fake_slack import TEAM, FakeSlack

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from app.errors import NotFoundError
+from contracts.errors import InvalidParamsError, QueueFullError, RunLostError
 from tests.worker.helpers import wait_for
 from worker.catalogue import CATALOGUE
 from worker.devices import DeviceInfo
-from worker.errors import InvalidParamsError, QueueFullError, RunLostError
 from worker.runs import Outcome, Run, RunQueue
 from worker.settings import WorkerSettings
 

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from pydantic import ValidationError
 
-from app.demos_catalog import DEMOS
+from contracts.demos import DEMOS
 from worker.catalogue import CATALOGUE
 from worker.charts import Series, bar_chart, line_chart
 from worker.child import plain

@@ -7,7 +7,7 @@ from typing import Any
 from slack_bolt import BoltContext
 from slack_sdk import WebClient
 
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 from app.slack import blocks
 from app.slack.repository import QUIZ
 from app.slack.service import Graded, Where, Who

@@ -12,12 +12,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from app.cli_learning import appeals_app, evaluate, grade
+from app.cli.keys import keys_app
+from app.cli.learning import appeals_app, evaluate, grade
+from app.cli.slack import slack_app
 from app.config import Settings, get_settings
 from app.db import transaction
-from app.keys.cli import keys_app
-from app.runtime import Runtime
-from app.slack.cli import slack_app
+from app.serving.runtime import Runtime
 from worker.cli import worker_command
 
 app = typer.Typer(help="GPU Tutor: a tutor for multi-GPU computing and distributed training.", no_args_is_help=True)
@@ -51,6 +51,7 @@ def ingest(
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Parse quiz documents into the bank and rebuild the vector index (only what changed)."""
+    from app.answers.rubrics import embed_rubric_texts
     from ingest.embedder import model_id_for
     from ingest.pipeline import IngestConfig, run_ingest
 
@@ -68,7 +69,11 @@ def ingest(
         return encoder_holder[0]
 
     config = IngestConfig(
-        settings.index_path, settings.taxonomy_path, settings.annotations_path, settings.near_duplicate_threshold
+        settings.index_path,
+        settings.taxonomy_path,
+        settings.annotations_path,
+        settings.near_duplicate_threshold,
+        precompute=embed_rubric_texts,
     )
     with Progress(
         TextColumn("{task.description}"),
@@ -164,7 +169,7 @@ def search(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Print the questions nearest to a text, with scores."""
-    from app.search import search as run_search
+    from app.bank.search import search as run_search
 
     runtime = _runtime()
     runtime.load()
@@ -200,15 +205,15 @@ def serve(
     """Serve the tutor API."""
     import uvicorn
 
-    from app.accesslog import access_handler
-    from app.encoders import serving_encoder
-    from app.logqueue import log_off_the_loop, project_log_handlers
     from app.main import create_app
+    from app.serving.accesslog import access_handler
+    from app.serving.encoders import serving_encoder
+    from app.serving.logqueue import log_off_the_loop, project_log_handlers
 
-    # serving_encoder: the encoder app.launch started building, if it did
+    # serving_encoder: the encoder app.cli.launch started building, if it did
     app = create_app(encoder_factory=serving_encoder, freeze_gc=True, access_log=True)
     # ws="none": the app has no WebSocket routes, so uvicorn need not import a WebSocket protocol.
-    # access_log=False: the app logs each request after its response is sent (app.accesslog).
+    # access_log=False: the app logs each request after its response is sent (app.serving.accesslog).
     config = uvicorn.Config(app, host=host, port=port, log_level="info", ws="none", access_log=False)  # sets up logging
     project_log_handlers()
     access_handler(config.use_colors)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,16 +11,17 @@ from pathlib import Path
 
 import numpy as np
 
+from app.config import PROJECT_ROOT
 from app.grading.build import prepare_many
 from app.grading.grader import decided, grade_many
-from app.grading.logreg import fit_logistic, macro_f1, standardiser
 from app.grading.rubric import GradingItem, Rubric
 from app.grading.scoring import GeneralModel, signals
 from app.grading.text import content_stems
+from grading_lab.logreg import fit_logistic, macro_f1, standardiser
 from ingest.embedder import Encoder
 
-ASAG_DIR = Path(os.environ.get("TUTOR_ASAG_DIR") or Path(__file__).resolve().parents[3] / "shared" / "asag")
-CACHE_DIR = Path(__file__).resolve().parents[2] / "data" / "cache"
+ASAG_DIR = PROJECT_ROOT / "data" / "asag"  # the SemEval-2013 training splits (data/asag/README.md)
+CACHE_DIR = PROJECT_ROOT / "data" / "cache"
 CORPORA = ("beetle", "scientsbank")
 DOMAIN_WEIGHT = 2.0  # the dev set weighs twice as much, in total, as all the public answers
 

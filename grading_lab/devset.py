@@ -10,14 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from app.grading.asag import CORPORA, Corpus, answer_features, caching_encoder, fit_model, load_corpus
+from app.config import PROJECT_ROOT
 from app.grading.build import prepare_many
 from app.grading.grader import grade_many
-from app.grading.logreg import macro_f1
 from app.grading.rubric import GradingItem
+from grading_lab.asag import CORPORA, Corpus, answer_features, caching_encoder, fit_model, load_corpus
+from grading_lab.logreg import macro_f1
 from ingest.embedder import Encoder
 
-DEV_PATH = Path(__file__).resolve().parents[2] / "data" / "eval" / "dev.jsonl"
+DEV_PATH = PROJECT_ROOT / "data" / "eval" / "dev.jsonl"
 LABELS = ["correct", "partial", "incorrect"]
 
 
@@ -33,7 +34,7 @@ def _key(row: dict[str, Any]) -> str:
 def load_dev(encoder: Encoder, path: Path = DEV_PATH,
              items: dict[tuple[str, int], GradingItem] | None = None) -> Corpus:
     """The dev set as a domain corpus: rubrics built as production builds them, 3-way labels."""
-    from app.grading.evaluation import bank_items
+    from grading_lab.evaluation import bank_items
 
     items = bank_items() if items is None else items
     rows = read_rows(path)
@@ -65,7 +66,7 @@ def dev_crossval(encoder: Encoder, path: Path = DEV_PATH, folds: int = 7, seed: 
                  items: dict[tuple[str, int], GradingItem] | None = None) -> DevCrossVal:
     """Grouped CV by question: fit on the public data and the other folds' dev answers, then grade
     the held-out questions' answers with rubrics calibrated by that fold's model."""
-    from app.grading.evaluation import bank_items
+    from grading_lab.evaluation import bank_items
 
     items = bank_items() if items is None else items
     rows = read_rows(path)
@@ -94,8 +95,8 @@ def dev_crossval(encoder: Encoder, path: Path = DEV_PATH, folds: int = 7, seed: 
 
 
 def main() -> None:
-    """`python -m app.grading.devset`: grouped-CV figures on the dev set and on both ASAG corpora."""
-    from app.grading.asag import asag_crossval
+    """`python -m grading_lab.devset`: grouped-CV figures on the dev set and on both ASAG corpora."""
+    from grading_lab.asag import asag_crossval
     from ingest.embedder import SentenceTransformerEncoder
 
     encoder = SentenceTransformerEncoder()

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from logging.handlers import QueueHandler, QueueListener
 
 MAX_QUEUED = 10_000
-# What `tutor serve` logs: the access log (app.accesslog), uvicorn's server lines, and the project's own loggers.
+# What `tutor serve` logs: the access log (app.serving.accesslog), uvicorn's server lines, the project's loggers.
 SERVING_LOGGERS = ("app.access", "uvicorn", "app", "ingest")
 
 

@@ -20,10 +20,10 @@ from typing import Any, Protocol
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.aio import settled
 from app.db import transaction
 from app.errors import UnavailableError
-from ingest.coalesce import Coalescer
+from app.serving.aio import settled
+from app.serving.coalesce import Coalescer
 
 log = logging.getLogger(__name__)
 

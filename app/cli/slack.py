@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from app.config import get_settings
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 
 slack_app = typer.Typer(help="The Slack bot's scheduled posts.", no_args_is_help=True)
 err = Console(stderr=True)

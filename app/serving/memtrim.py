@@ -3,7 +3,7 @@
 A burst of large batches leaves the encoder threads' malloc arenas holding pages that are free
 but still resident; glibc gives back only what sits at the top of a heap. `malloc_trim(0)` also
 releases free pages inside the heaps. Measured on the served API after a 32- and 64-client load:
-271-277 MB resident without it, 255-259 MB a few seconds later with it (docs/PERFORMANCE.md).
+271-277 MB resident without it, 255-259 MB a few seconds later with it (`bench/bench_api.py`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from app.db import transaction
 from app.errors import TutorError
 from app.keys import service
 from app.models import ApiKey
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 
 keys_app = typer.Typer(help="API keys of the public grading API.", no_args_is_help=True)
 err = Console(stderr=True)

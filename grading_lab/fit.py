@@ -1,4 +1,4 @@
-"""Fit the general grading model on the ASAG training splits and our dev set: `python -m app.grading.fit`."""
+"""Fit the general grading model on the ASAG training splits and our dev set: `python -m grading_lab.fit`."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 
-from app.grading.asag import CORPORA, DOMAIN_WEIGHT, fit_model, load_corpus
-from app.grading.devset import load_dev
 from app.grading.scoring import MODEL_PATH
+from grading_lab.asag import CORPORA, DOMAIN_WEIGHT, fit_model, load_corpus
+from grading_lab.devset import load_dev
 from ingest.embedder import Encoder
 
 

@@ -10,10 +10,8 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.aio import SingleFlight
 from app.answers.cache import BankCache, BankEntry
 from app.answers.rubrics import RubricBook
-from app.cache import LRUCache
 from app.config import Settings
 from app.db import (
     SERVING_AUTOCHECKPOINT_PAGES,
@@ -24,19 +22,21 @@ from app.db import (
     transaction,
     upgrade,
 )
-from app.encoders import EncoderFactory, default_encoder
 from app.errors import UnavailableError
-from app.journal import AttemptJournal
 from app.keys.service import Caller
-from app.memtrim import heap_trimmer
 from app.models import BankState
-from app.writes import GroupWriter
+from app.serving.aio import SingleFlight
+from app.serving.cache import LRUCache
+from app.serving.encoders import EncoderFactory, default_encoder
+from app.serving.journal import AttemptJournal
+from app.serving.memtrim import heap_trimmer
+from app.serving.writes import GroupWriter
 from ingest.embedder import Encoder
 from ingest.index import INDEX_VERSION_KEY, LoadedIndex, load_index
 
 log = logging.getLogger(__name__)
 
-TRIM_S = 5.0  # how often a serving process hands freed heap memory back (app/memtrim.py)
+TRIM_S = 5.0  # how often a serving process hands freed heap memory back (app/serving/memtrim.py)
 CHECKPOINT_S = 0.5  # how often a serving process checkpoints SQLite's write-ahead log (app/db.py)
 
 
@@ -47,7 +47,7 @@ def _autocheckpoint(background_checkpoints: bool) -> int | None:
 
 def batched(settings: Settings, encoder: Encoder) -> Encoder:
     """Wrap the serving encoder in the micro-batcher."""
-    from ingest.batching import BatchingEncoder
+    from app.serving.batching import BatchingEncoder
 
     workers, _ = settings.encoder_parallelism
     if workers > 1 and not getattr(encoder, "concurrent_calls", False):

@@ -1,9 +1,9 @@
 """The access log of `tutor serve`: one line per request, written once its response has been sent.
 
-uvicorn logs a request when its response starts, before the first byte is written, so every
-response waited for its own log record (about 0.09 ms of a graded answer at one client on the
-issue's 2-core machine; docs/PERFORMANCE.md, session 12). This middleware logs after the last
-byte has been handed to the socket, in uvicorn's format, with how long the request took:
+uvicorn logs a request when its response starts, before the first byte is written, so every response waited for its
+own log record (about 0.09 ms of a graded answer at one client on a 2-core machine; `bench/bench_api.py`,
+docs/PERFORMANCE.md, "The grading API's hot path"). This middleware logs after the last byte has been handed to the
+socket, in uvicorn's format, with how long the request took:
 
     INFO:     127.0.0.1:53422 - "POST /v1/grade HTTP/1.1" 200 OK 6.4 ms
 

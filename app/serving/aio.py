@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 from starlette.concurrency import run_in_threadpool
 
-from ingest.batching import Continued
+from app.serving.batching import Continued
 from ingest.embedder import Encoder
 
 T = TypeVar("T")
@@ -31,9 +31,9 @@ async def settled(future: Future[T], timeout_s: float | None = None) -> T:
     finishes the job it has taken, so other requests in the same batch or transaction are unaffected.
     Raises TimeoutError after `timeout_s`.
 
-    One loop future, settled from the worker's thread, and one timer: `asyncio.wait_for(shield(
-    wrap_future(f)))` did the same through three chained futures, each a further pass of the loop
-    between the worker's answer and the request going on (docs/PERFORMANCE.md, session 12).
+    One loop future, settled from the worker's thread, and one timer: `asyncio.wait_for(shield(wrap_future(f)))`
+    did the same through three chained futures, each a further pass of the loop between the worker's answer and the
+    request going on (`bench/bench_floor.py`; docs/PERFORMANCE.md, "The grading API's hot path").
     """
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[T] = loop.create_future()

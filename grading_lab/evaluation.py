@@ -11,20 +11,22 @@ from typing import Any
 
 import numpy as np
 
+from app.answers.items import item_for
+from app.config import PROJECT_ROOT
 from app.grading.build import prepare_many
 from app.grading.grader import GradeResult, grade_many
-from app.grading.logreg import macro_f1
 from app.grading.rubric import GradingItem
+from grading_lab.logreg import macro_f1
 from ingest.annotations import load_annotations
 from ingest.embedder import Encoder
-from ingest.identity import question_id
 from ingest.parsers import parse_document
+from ingest.records import build_records
+from ingest.taxonomy import Taxonomy
 
 LABELS = ["correct", "partial", "incorrect"]
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+DATA_DIR = PROJECT_ROOT / "data"
 RAW_DIR = DATA_DIR / "raw"
 ANNOTATIONS = DATA_DIR / "annotations.yaml"
-SEEDS_DIR = RAW_DIR  # older name
 
 
 class MemoEncoder:
@@ -44,34 +46,12 @@ class MemoEncoder:
         return np.stack([self.memo[t] for t in texts])
 
 
-@dataclass
-class _BankQuestion:
-    """The attributes app.answers.items.item_for reads from a bank row."""
-
-    id: str
-    text: str
-    accepted_answers: list[str]
-    extra_answers: list[str]
-    wrong_options: list[str]
-    explanation: str | None
-    examples: list[dict[str, Any]]
-
-
 def bank_items(raw_dir: Path = RAW_DIR, annotations: Path = ANNOTATIONS) -> dict[tuple[str, int], GradingItem]:
-    """GradingItems built the way production builds them, keyed by (file name, question number)."""
-    from app.answers.items import item_for  # the bank's own item builder; imported late (app layer)
-
-    notes = load_annotations(annotations)
-    items: dict[tuple[str, int], GradingItem] = {}
-    for path in sorted(raw_dir.glob("*.txt")):
-        for q in parse_document(path).questions:
-            qid = question_id(path.name, q.text)
-            note = notes.get(qid)
-            row = _BankQuestion(qid, q.text, list(q.accepted_answers),
-                                list(note.extra_answers) if note else [], list(q.wrong_options),
-                                q.explanation, [{"answer": e.answer, "label": e.label} for e in q.examples])
-            items[(path.name, q.number)] = item_for(row)
-    return items
+    """GradingItems built the way ingestion and serving build them, keyed by (file name, question number)."""
+    results = [parse_document(path) for path in sorted(raw_dir.glob("*.txt"))]
+    taxonomy = Taxonomy.load(DATA_DIR / "taxonomy.yaml")
+    records = build_records(results, taxonomy, load_annotations(annotations), [])
+    return {(Path(r.source_path).name, r.number): item_for(r) for r in records}
 
 
 @dataclass
@@ -210,12 +190,12 @@ def summary(report: EvalReport) -> dict[str, float]:
 
 
 def main() -> None:
-    """`python -m app.grading.evaluation [FILE]`: print the report and the misgraded answers."""
+    """`python -m grading_lab.evaluation [FILE]`: print the report and the misgraded answers."""
     import sys
 
     from ingest.embedder import SentenceTransformerEncoder
 
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else SEEDS_DIR.parent / "eval" / "dev.jsonl"
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DATA_DIR / "eval" / "dev.jsonl"
     report = evaluate(path, SentenceTransformerEncoder())
     print(format_report(report))
     if "-v" in sys.argv:

@@ -1,7 +1,7 @@
 """The attempt journal: graded answers are acknowledged once journaled, and reach the database in groups.
 
 Storing each graded answer in its own transaction before answering was the largest cost of a lone
-`POST /v1/grade` after the encode itself (docs/PERFORMANCE.md, session 11: about 0.5-1.1 ms of a
+`POST /v1/grade` after the encode itself (`bench/bench_floor.py --commit`: about 0.5-1.1 ms of a
 4-6.6 ms request on two cores, though SQLite's commit alone takes about 0.2 ms). So a request that
 the encoder's worker finishes by itself (no other request to batch it with) appends its call (its
 attempts and its usage count) as one JSON line to a segment file in `<data dir>/journal/` with one
@@ -48,7 +48,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import UnavailableError
 from app.models import Attempt
-from app.writes import GroupWriter
+from app.serving.writes import GroupWriter
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class _Segment:
 class _Move:
     """One group of the mover: the calls whose attempts are not stored yet, written together.
 
-    Combinable (app/writes.py): the group writer commits it on a Core connection, with whatever
+    Combinable (app/serving/writes.py): the group writer commits it on a Core connection, with whatever
     else is queued."""
 
     def __init__(self, kind: CallKind, calls: list[JournaledCall]) -> None:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from app.config import get_settings
 from app.db import transaction
-from app.runtime import Runtime
+from app.serving.runtime import Runtime
 
 appeals_app = typer.Typer(help="Review learners' appeals ('I was right').", no_args_is_help=True)
 err = Console(stderr=True)
@@ -70,8 +70,8 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="figures as JSON")] = False,
 ) -> None:
     """Accuracy and macro-F1 (3-way and correct-vs-not), confusion matrix, per kind, plain-cosine beside."""
-    from app.grading.evaluation import evaluate as run_eval
-    from app.grading.evaluation import format_report, summary
+    from grading_lab.evaluation import evaluate as run_eval
+    from grading_lab.evaluation import format_report, summary
     from ingest.embedder import SentenceTransformerEncoder
 
     if not file.is_file():

@@ -1,9 +1,9 @@
 """The serving encoder: which one a process serves with, and building it early for `tutor serve`.
 
 This module imports only the settings and the encoders (no web framework, no ORM), so that
-`app.launch` can start building the encoder before the rest of the serving stack is imported.
+`app.cli.launch` can start building the encoder before the rest of the serving stack is imported.
 Building it is mostly onnxruntime's own work, which releases the GIL: on a thread beside the
-imports it comes almost for free (docs/PERFORMANCE.md, session 8).
+imports it comes almost for free (`bench/bench_api.py`, start-up to ready).
 """
 
 from __future__ import annotations

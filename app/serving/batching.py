@@ -11,12 +11,16 @@ from typing import Any
 
 import numpy as np
 
-from ingest.coalesce import Coalescer
+from app.serving.coalesce import Coalescer
+from contracts.errors import UnavailableError
 from ingest.embedder import Encoder
 
 
-class OverloadedError(RuntimeError):
-    """The encode queue is full; the caller should answer 503 with Retry-After."""
+class OverloadedError(UnavailableError):
+    """The encode queue is full: 503, retry in a second."""
+
+    code = "overloaded"
+    default_retry_after = 1
 
 
 @dataclass(frozen=True)

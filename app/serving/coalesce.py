@@ -79,7 +79,7 @@ class Coalescer(Generic[J]):
         Workers finish their groups at different times. One that took everything queued would
         leave the others nothing when they finish a moment later, and they would wait while it
         works through a long group (measured at 8 clients on two workers: each idle 25-30 % of
-        the time, 8 % fewer answers/s; docs/PERFORMANCE.md, session 7). So while fewer than
+        the time, 8 % fewer answers/s; `bench/bench_api.py`). So while fewer than
         SHARE_BELOW jobs per worker are queued, a worker takes its share, the rest staying for
         the others; with more, each takes up to max_group. One worker takes everything.
         """

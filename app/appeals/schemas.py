@@ -1,0 +1,31 @@
+"""Request and response models of appeals."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class AppealIn(BaseModel):
+    """The learner's claim about an attempt's verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+    claimed_verdict: Literal["correct", "partial"] = "correct"
+    comment: str | None = Field(default=None, max_length=1000)
+
+
+class AppealOut(BaseModel):
+    """An appeal with both verdicts."""
+
+    id: str
+    attempt_id: str
+    question_id: str | None
+    answer: str | None
+    original_verdict: str
+    claimed_verdict: str
+    comment: str | None
+    status: str
+    created_at: datetime
+    rescheduled: bool | None = None
