@@ -12,7 +12,17 @@ from app.bank.views import source_of
 from app.chat.context import Context, Turn
 from app.chat.hints import hints_for, reveals
 from app.chat.intents import Intent
-from app.chat.replies import Choice, Reply, cite, grade_reply, info, question_reply, say, topic_choices
+from app.chat.replies import (
+    Choice,
+    Reply,
+    cite,
+    explanation_parts,
+    grade_reply,
+    info,
+    question_reply,
+    say,
+    topic_choices,
+)
 from app.models import Attempt, Question, QuizSession
 from app.quiz.service import create_session, next_question, session_progress, submit_answer
 
@@ -97,7 +107,7 @@ def _submit(ctx: Context, question: Question, answer: str, choice: str | None) -
     quiz = active_quiz(ctx)
     assert quiz is not None
     return submit_answer(
-        ctx.session, ctx.runtime.grading(), session_id=quiz.id, question_id=question.id, answer=answer, choice=choice
+        ctx.session, ctx.bank.grading(), session_id=quiz.id, question_id=question.id, answer=answer, choice=choice
     )
 
 
@@ -108,7 +118,7 @@ def on_answer(ctx: Context, text: str, intent: Intent) -> Turn:
         return Turn([info("There's no question waiting for an answer. Say “quiz me” to start a quiz.",
                           actions=[say("Quiz me")])])
     choice = intent.choice if has_choices(ctx, question) else None
-    result = _submit(ctx, question, text[: ctx.runtime.settings.max_answer_chars], choice)
+    result = _submit(ctx, question, text[: ctx.max_answer_chars], choice)
     ctx.state.last_question_id = question.id
     return Turn([grade_reply(result, question.text), *ask_next(ctx)])
 
@@ -166,14 +176,12 @@ def _explanation(ctx: Context, question: Question, result: dict[str, Any]) -> Re
     citations = [cite(1, source, question_id=question.id, question=question.text, snippet=question.accepted_answers[0])]
     lines = [f"The answer to “{question.text}” is: {question.accepted_answers[0]} [1]"]
     explanation = result.get("explanation") or {}
-    if explanation.get("text") and explanation.get("source"):
-        citations.append(cite(2, explanation["source"], question_id=explanation.get("question_id"),
-                              question=explanation.get("question"), snippet=explanation["text"],
-                              note=explanation.get("note")))
-        lines.append(f"**Why:** {explanation['text']} [2]")
+    why, why_cited = explanation_parts(explanation, 2)
+    lines += why
+    citations += why_cited
     if result.get("misconception"):
         lines.append(f"- {result['misconception']}")
-    encoder, index = ctx.runtime.require()
+    encoder, index = ctx.bank.require()
     seen = {question.id, explanation.get("question_id")}
     for passage in ask(ctx.session, encoder, index, question.text)["passages"]:
         if passage["question_id"] in seen or len(citations) >= 4:

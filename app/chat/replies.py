@@ -10,12 +10,14 @@ VERDICT_HEAD = {"correct": "**Correct!**", "partial": "**Partly right.**", "inco
 
 
 class Citation(BaseModel):
-    """Where a sentence comes from: a bank question's file, number and lines, with the cited text."""
+    """Where a sentence comes from: a bank question's file, number and lines, or a study note's file,
+    section and lines (no number), with the cited text."""
 
     n: int
     file: str
-    number: int
+    number: int | None = None
     lines: list[int]
+    section: str | None = None
     question_id: str | None = None
     question: str | None = None
     snippet: str | None = None
@@ -69,8 +71,31 @@ def say(label: str, text: str | None = None) -> Action:
 
 
 def cite(n: int, source: dict[str, Any], **extra: Any) -> Citation:
-    """A numbered citation from a bank source dict ({file, number, lines})."""
-    return Citation(n=n, file=source["file"], number=source["number"], lines=list(source["lines"]), **extra)
+    """A numbered citation from a source dict: a bank question's {file, number, lines}, or a note's
+    {file, section, lines}."""
+    return Citation(n=n, file=source["file"], number=source.get("number"), lines=list(source["lines"]),
+                    section=source.get("section"), **extra)
+
+
+def explanation_parts(explanation: dict[str, Any], n: int) -> tuple[list[str], list[Citation]]:
+    """'Why:' with the explanation's citation (numbered from n), then, when that is the question's own
+    explanation, the first study-note passage that explains it, cited by note, section and lines."""
+    lines: list[str] = []
+    citations: list[Citation] = []
+    if explanation.get("text") and explanation.get("source"):
+        citations.append(cite(n, explanation["source"], question_id=explanation.get("question_id"),
+                              question=explanation.get("question"), snippet=explanation["text"],
+                              note=explanation.get("note")))
+        lines.append(f"**Why:** {explanation['text']} [{n}]")
+        n += 1
+    passages = explanation.get("passages") or []
+    if passages and explanation.get("kind") == "own":
+        first = passages[0]
+        section = " › ".join(first["heading_path"]) or first["note_title"]
+        citations.append(cite(n, {"file": first["file"], "lines": first["lines"], "section": section},
+                              snippet=first["text"]))
+        lines.append(f"**From the notes** ({section}): {first['text']} [{n}]")
+    return lines, citations
 
 
 def question_reply(nxt: dict[str, Any], level: int, topic_names: dict[str, str]) -> Reply:
@@ -118,12 +143,9 @@ def grade_reply(result: dict[str, Any], question_text: str, *, skipped: bool = F
         if result.get("misconception"):
             lines.append(f"- {result['misconception']}")
     lines.append(f"**The answer:** {result['accepted_answer']} [1]")
-    explanation = result["explanation"]
-    if explanation.get("text") and explanation.get("source"):
-        citations.append(cite(2, explanation["source"], question_id=explanation.get("question_id"),
-                              question=explanation.get("question"), snippet=explanation["text"],
-                              note=explanation.get("note")))
-        lines.append(f"**Why:** {explanation['text']} [2]")
+    why, why_cited = explanation_parts(result["explanation"], 2)
+    lines += why
+    citations += why_cited
     lines += [f"_Note:_ {c}" for c in result.get("caveats", [])]
     actions = [say("Why?", "why?")]
     actions += [say(f"Show me: {d['title']}", f"run the {d['name']} demo") for d in result.get("related_demos", [])[:1]]

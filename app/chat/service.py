@@ -8,22 +8,30 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
-from app.chat.context import Context
+from app.chat.context import Bank, Context
 from app.chat.demos import DemoRunner
 from app.chat.store import DialogueState, add_message, issue_learner, learner_for_token, open_conversation
 from app.chat.tutor import demo_events, respond
 from app.chat.vocab import vocabulary
+from app.config import Settings
 from app.db import transaction
 from app.errors import TutorError
 from app.models import Conversation
-from app.serving.runtime import Runtime
 
 log = logging.getLogger(__name__)
 Event = tuple[str, dict[str, Any]]
+
+
+class Tutor(Bank, Protocol):
+    """What a chat turn needs of the serving process (the runtime provides it): the bank, the settings
+    (the taxonomy, the longest answer graded) and the database, for a streamed turn's own transactions."""
+
+    settings: Settings
+    factory: sessionmaker[Session]
 
 
 def identify(session: Session, token: str | None) -> tuple[str, str | None]:
@@ -39,10 +47,11 @@ def begin(session: Session, token: str | None, conversation_id: str | None) -> t
     return open_conversation(session, learner_id, conversation_id), issued
 
 
-def _turn(session: Session, runtime: Runtime, runner: DemoRunner, conversation: Conversation, text: str) -> Any:
+def _turn(session: Session, tutor: Tutor, runner: DemoRunner, conversation: Conversation, text: str) -> Any:
     add_message(session, conversation, "learner", text)
-    ctx = Context(session, runtime, runner, vocabulary(runtime.settings.taxonomy_path), conversation,
-                  DialogueState.of(conversation))
+    settings = tutor.settings
+    ctx = Context(session, tutor, runner, vocabulary(settings.taxonomy_path), conversation,
+                  DialogueState.of(conversation), settings.max_answer_chars)
     turn = respond(ctx, text)
     replies = [r.model_dump(mode="json") for r in turn.replies]
     for reply in replies:
@@ -50,10 +59,10 @@ def _turn(session: Session, runtime: Runtime, runner: DemoRunner, conversation: 
     return replies, turn.demo_run
 
 
-def run_turn(session: Session, runtime: Runtime, runner: DemoRunner, conversation: Conversation, text: str
+def run_turn(session: Session, tutor: Tutor, runner: DemoRunner, conversation: Conversation, text: str
              ) -> Iterator[Event]:
     """A turn in one transaction (the caller's): the replies, then a started demo's progress and chart."""
-    replies, demo_run = _turn(session, runtime, runner, conversation, text)
+    replies, demo_run = _turn(session, tutor, runner, conversation, text)
     yield from (("reply", r) for r in replies)
     if demo_run:
         for name, data in demo_events(runner, *demo_run):
@@ -62,19 +71,19 @@ def run_turn(session: Session, runtime: Runtime, runner: DemoRunner, conversatio
             yield name, data
 
 
-def stream_turn(runtime: Runtime, runner: DemoRunner, conversation_id: str, text: str) -> Iterator[Event]:
+def stream_turn(tutor: Tutor, runner: DemoRunner, conversation_id: str, text: str) -> Iterator[Event]:
     """A turn for streaming: the replies are committed before they are sent, then the demo follows."""
-    with transaction(runtime.factory) as session:
+    with transaction(tutor.factory) as session:
         conversation = session.get(Conversation, conversation_id)
         if conversation is None:
             raise TutorError("the conversation disappeared")
-        replies, demo_run = _turn(session, runtime, runner, conversation, text)
+        replies, demo_run = _turn(session, tutor, runner, conversation, text)
     yield from (("reply", r) for r in replies)
     if not demo_run:
         return
     for name, data in demo_events(runner, *demo_run):
         if name == "reply":
-            with transaction(runtime.factory) as session:
+            with transaction(tutor.factory) as session:
                 conversation = session.get(Conversation, conversation_id)
                 if conversation is not None:
                     add_message(session, conversation, "tutor", data["text"], data)

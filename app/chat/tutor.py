@@ -46,7 +46,7 @@ def understand(ctx: Context, text: str) -> Intent:
         pending=pending is not None,
         has_options=quizzing.has_choices(ctx, pending),
         vocab=ctx.vocab,
-        model=model_for(ctx.runtime.encoder),
+        model=model_for(ctx.bank.encoder),
     )
 
 
@@ -72,7 +72,7 @@ def respond(ctx: Context, text: str) -> Turn:
 
 def on_ask(ctx: Context, text: str) -> Turn:
     """A concept question: the bank's passages with citations, or an honest 'no material'."""
-    encoder, index = ctx.runtime.require()
+    encoder, index = ctx.bank.require()
     reply = ask_reply(ask(ctx.session, encoder, index, text), quizzing.topic_buttons(ctx))
     if quizzing.pending_question(ctx) is not None:
         reply.actions.append(say("Back to the question", "quiz me"))

@@ -31,8 +31,8 @@ def daily(
     try:
         from app.slack.posting import post_daily, web_client  # Slack's SDK only for Slack commands
 
-        client, team_id = web_client(settings, runtime, team)
-        ts = post_daily(runtime, client, team_id=team_id, channel=channel, topic=topic)
+        client, team_id = web_client(settings, runtime.factory, team)
+        ts = post_daily(runtime.factory, client, team_id=team_id, channel=channel, topic=topic)
     except Exception as exc:
         err.print(f"[red]could not post the daily question: {exc}[/]")
         raise typer.Exit(1) from exc
@@ -49,8 +49,8 @@ def weekly(channel: Channel, team: Team = None) -> None:
     try:
         from app.slack.posting import post_leaderboard, web_client
 
-        client, team_id = web_client(settings, runtime, team)
-        post_leaderboard(runtime, client, team_id=team_id, channel=channel)
+        client, team_id = web_client(settings, runtime.factory, team)
+        post_leaderboard(runtime.factory, client, team_id=team_id, channel=channel)
     except Exception as exc:
         err.print(f"[red]could not post the leaderboard: {exc}[/]")
         raise typer.Exit(1) from exc

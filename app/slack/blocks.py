@@ -43,11 +43,12 @@ def _button(text: str, action_id: str, value: str, style: str | None = None) -> 
 
 
 def cite(source: dict[str, Any] | None) -> str:
-    """A citation line: file, question number and lines."""
+    """A citation line: file, question number (or a note's section) and lines."""
     if not source:
         return "no source"
     first, last = source["lines"]
-    return f"{source['file']} · Q{source['number']} · lines {first}–{last}"
+    where = f"Q{source['number']}" if source.get("number") is not None else source.get("section") or "notes"
+    return f"{source['file']} · {where} · lines {first}–{last}"
 
 
 def help_message(prefix: str | None = None) -> Message:
@@ -78,6 +79,9 @@ def _explanation_lines(result: dict[str, Any]) -> list[str]:
     if explanation.get("text"):
         note = f" ({explanation['note']})" if explanation.get("note") else ""
         lines.append(f"*Why:* {explanation['text']}{note}")
+    passages = explanation.get("passages") or []
+    if passages and explanation.get("kind") == "own":
+        lines.append(f"*From the notes:* {passages[0]['text']}")
     if result.get("verdict") != "correct":
         lines.append(f"*Accepted answer:* {result['accepted_answer']}")
     return lines
@@ -91,6 +95,12 @@ def verdict_message(result: dict[str, Any], *, user_id: str, can_continue: bool)
     blocks: list[dict[str, Any]] = [_section(head)]
     blocks += [_section(line) for line in _explanation_lines(result)]
     blocks.append(_context(f"📖 Source: {cite(source)}"))
+    explanation = result.get("explanation") or {}
+    if explanation.get("kind") == "own" and explanation.get("passages"):
+        first = explanation["passages"][0]
+        section = " › ".join(first["heading_path"]) or first["note_title"]
+        where = {"file": first["file"], "lines": first["lines"], "section": section}
+        blocks.append(_context(f"📝 Notes: {cite(where)}"))
     buttons = []
     if result["verdict"] != "correct":
         buttons.append(_button("I was right", APPEAL, result["attempt_id"]))

@@ -13,13 +13,13 @@ from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_sdk import WebClient
 
 from app.config import Settings
-from app.serving.runtime import Runtime
 from app.slack.installations import SqlInstallationStore, SqlStateStore
 from app.slack.listeners import register_all
+from app.slack.listeners.common import Tutor
 from app.slack.replies import report
 
 log = logging.getLogger(__name__)
-RuntimeGetter = Callable[[], Runtime]
+RuntimeGetter = Callable[[], Tutor]  # the process's runtime, looked up when a request needs it (app/slack/routes.py)
 BOT_SCOPES = ["app_mentions:read", "channels:history", "groups:history", "chat:write", "commands"]
 
 

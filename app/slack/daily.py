@@ -8,12 +8,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.bank.views import learner_view
 from app.db import transaction
 from app.models import ACTIVE, Attempt, Learner, Question, QuizSession, utcnow
-from app.serving.runtime import Runtime
 from app.slack import repository as repo
 from app.slack.repository import DAILY
 
@@ -42,9 +41,11 @@ def pick_question(session: Session, *, team_id: str, channel_id: str, topic: str
     return learner_view(random.Random(seed).choice(fresh))
 
 
-def choose_daily(runtime: Runtime, *, team_id: str, channel_id: str, topic: str | None = None) -> dict[str, Any]:
+def choose_daily(
+    factory: sessionmaker[Session], *, team_id: str, channel_id: str, topic: str | None = None
+) -> dict[str, Any]:
     """Today's question for a channel."""
-    with transaction(runtime.factory) as session:
+    with transaction(factory) as session:
         seed = f"{team_id}:{channel_id}:{utcnow().date().isoformat()}"
         return pick_question(session, team_id=team_id, channel_id=channel_id, topic=topic, seed=seed)
 
@@ -55,7 +56,7 @@ def week_start(now: datetime) -> datetime:
     return day - timedelta(days=day.weekday())
 
 
-def leaderboard(runtime: Runtime, team_id: str, now: datetime | None = None) -> list[Standing]:
+def leaderboard(factory: sessionmaker[Session], team_id: str, now: datetime | None = None) -> list[Standing]:
     """This week's daily-question answers of the workspace, best first (2 points correct, 1 partial)."""
     start = week_start(now or utcnow())
     prefix = f"slack:{team_id}:"
@@ -67,7 +68,7 @@ def leaderboard(runtime: Runtime, team_id: str, now: datetime | None = None) -> 
         .group_by(Learner.external_ref, Attempt.verdict)
     )
     totals: dict[str, dict[str, int]] = {}
-    with transaction(runtime.factory) as session:
+    with transaction(factory) as session:
         for ref, verdict, count in session.execute(query):
             per = totals.setdefault(str(ref).removeprefix(prefix), {})
             per[verdict] = per.get(verdict, 0) + int(count)

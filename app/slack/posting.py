@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from slack_sdk import WebClient
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.errors import TutorError
-from app.serving.runtime import Runtime
 from app.slack import blocks
 from app.slack.daily import choose_daily, leaderboard
 from app.slack.installations import SqlInstallationStore
@@ -21,10 +21,10 @@ class SlackSetupError(TutorError):
     """Slack settings missing for a command."""
 
 
-def web_client(settings: Settings, runtime: Runtime, team_id: str | None) -> tuple[WebClient, str]:
+def web_client(settings: Settings, factory: sessionmaker[Session], team_id: str | None) -> tuple[WebClient, str]:
     """A client with the workspace's bot token and the workspace id (the installed one, else the bot token's)."""
     if team_id and settings.slack_client_id:
-        bot = SqlInstallationStore(settings.slack_client_id, lambda: runtime.factory).find_bot(
+        bot = SqlInstallationStore(settings.slack_client_id, lambda: factory).find_bot(
             enterprise_id=None, team_id=team_id
         )
         if bot is None:
@@ -36,17 +36,19 @@ def web_client(settings: Settings, runtime: Runtime, team_id: str | None) -> tup
     return client, team_id or str(client.auth_test()["team_id"])
 
 
-def post_daily(runtime: Runtime, client: WebClient, *, team_id: str, channel: str, topic: str | None) -> str:
+def post_daily(
+    factory: sessionmaker[Session], client: WebClient, *, team_id: str, channel: str, topic: str | None
+) -> str:
     """Post today's question to a channel and remember it; returns the message ts."""
-    question = choose_daily(runtime, team_id=team_id, channel_id=channel, topic=topic)
+    question = choose_daily(factory, team_id=team_id, channel_id=channel, topic=topic)
     hint = DAILY_HINT.replace("Reply", "Reply or pick an option:", 1) if question["options"] else DAILY_HINT
     message = blocks.question_message(question, title=DAILY_TITLE, hint=hint)
     posted = client.chat_postMessage(channel=channel, **message)
     where = Where(team_id=team_id, channel_id=str(posted["channel"]), thread_ts=str(posted["ts"]))
-    remember_post(runtime, where, kind=DAILY, question_id=question["id"])
+    remember_post(factory, where, kind=DAILY, question_id=question["id"])
     return where.thread_ts
 
 
-def post_leaderboard(runtime: Runtime, client: WebClient, *, team_id: str, channel: str) -> None:
+def post_leaderboard(factory: sessionmaker[Session], client: WebClient, *, team_id: str, channel: str) -> None:
     """Post this week's leaderboard to a channel."""
-    client.chat_postMessage(channel=channel, **blocks.leaderboard_message(leaderboard(runtime, team_id)))
+    client.chat_postMessage(channel=channel, **blocks.leaderboard_message(leaderboard(factory, team_id)))

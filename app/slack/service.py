@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.answers.rubrics import RubricBook
 from app.appeals.service import file_appeal
 from app.ask.service import ask
 from app.chat.text import tokens
@@ -14,9 +18,25 @@ from app.errors import NotFoundError
 from app.learners.progress import progress
 from app.learners.service import learner_for_ref
 from app.quiz.service import create_session, get_session, next_question, submit_answer
-from app.serving.runtime import Runtime
 from app.slack import repository as repo
 from app.slack.repository import DAILY, QUIZ
+from ingest.embedder import Encoder
+from ingest.index import LoadedIndex
+
+
+class Bank(Protocol):
+    """What grading an answer and asking need of the serving process (the runtime provides it):
+    the database and the live index with its rubrics."""
+
+    factory: sessionmaker[Session]
+
+    def require(self) -> tuple[Encoder, LoadedIndex]:
+        """The encoder and index, or a 503 error."""
+        ...
+
+    def grading(self) -> tuple[Encoder, LoadedIndex, RubricBook]:
+        """The encoder, index and rubrics of one load, or a 503 error."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -55,11 +75,11 @@ class UnknownTopicError(NotFoundError):
     """A quiz topic that is not in the taxonomy."""
 
 
-def resolve_topic(runtime: Runtime, text: str) -> str | None:
+def resolve_topic(taxonomy_path: Path, text: str) -> str | None:
     """The taxonomy topic named by the text (typos tolerated); None for no text; error for an unknown one."""
     if not text.strip():
         return None
-    vocab = vocabulary(runtime.settings.taxonomy_path)
+    vocab = vocabulary(taxonomy_path)
     found = vocab.topic(tokens(text))
     if found is None:
         names = ", ".join(sorted(vocab.topic_names))
@@ -67,31 +87,34 @@ def resolve_topic(runtime: Runtime, text: str) -> str | None:
     return found.key
 
 
-def start_quiz(runtime: Runtime, who: Who, topic: str | None) -> tuple[str, str, dict[str, Any]]:
-    """A new quiz session for the Slack user: (learner id, session id, first question or a 'done' marker)."""
-    with transaction(runtime.factory) as session:
+def start_quiz(
+    factory: sessionmaker[Session], who: Who, topic: str | None, *, length: int
+) -> tuple[str, str, dict[str, Any]]:
+    """A new quiz session of `length` questions for the Slack user: (learner id, session id, first question
+    or a 'done' marker)."""
+    with transaction(factory) as session:
         learner = learner_for_ref(session, who.ref, who.name)
         quiz = create_session(
             session,
             learner_id=learner.id,
             topics=[topic] if topic else [],
-            length=runtime.settings.slack_quiz_length,
+            length=length,
             mode="adaptive",
         )
         return learner.id, quiz.id, next_question(session, quiz)
 
 
-def remember_post(runtime: Runtime, where: Where, *, kind: str, **ids: str | None) -> None:
+def remember_post(factory: sessionmaker[Session], where: Where, *, kind: str, **ids: str | None) -> None:
     """Remember a question message the bot posted, so answers in its thread find their session."""
-    with transaction(runtime.factory) as session:
+    with transaction(factory) as session:
         repo.save_post(
             session, team_id=where.team_id, channel_id=where.channel_id, ts=where.thread_ts, kind=kind, **ids
         )
 
 
-def next_in_thread(runtime: Runtime, who: Who, where: Where) -> dict[str, Any] | None:
+def next_in_thread(factory: sessionmaker[Session], who: Who, where: Where) -> dict[str, Any] | None:
     """The next question of the quiz the thread belongs to; None when it is not this user's quiz."""
-    with transaction(runtime.factory) as session:
+    with transaction(factory) as session:
         post = repo.find_post(session, team_id=where.team_id, channel_id=where.channel_id, ts=where.thread_ts)
         learner = learner_for_ref(session, who.ref, who.name)
         if post is None or post.kind != QUIZ or post.session_id is None or post.learner_id != learner.id:
@@ -99,7 +122,7 @@ def next_in_thread(runtime: Runtime, who: Who, where: Where) -> dict[str, Any] |
         return next_question(session, get_session(session, post.session_id))
 
 
-def _daily_session(runtime: Runtime, session: Any, post: Any, learner_id: str) -> str:
+def _daily_session(session: Any, post: Any, learner_id: str) -> str:
     """The learner's one-question session for a daily post, created on their first answer."""
     existing = repo.answer_session_id(session, post, learner_id)
     if existing:
@@ -111,7 +134,7 @@ def _daily_session(runtime: Runtime, session: Any, post: Any, learner_id: str) -
 
 
 def answer(
-    runtime: Runtime,
+    bank: Bank,
     who: Who,
     where: Where,
     text: str,
@@ -121,8 +144,8 @@ def answer(
     choice: str | None = None,
 ) -> Graded | None:
     """Grade a reply (or a button) in a bot thread exactly once per key; None when nothing waits for it."""
-    grading = runtime.grading()
-    with transaction(runtime.factory) as session:
+    grading = bank.grading()
+    with transaction(bank.factory) as session:
         post = repo.find_post(session, team_id=where.team_id, channel_id=where.channel_id, ts=where.thread_ts)
         if post is None:
             return None
@@ -133,7 +156,7 @@ def answer(
             session_id = post.session_id
             question_id = question_id or get_session(session, session_id).current_question_id
         else:
-            session_id = _daily_session(runtime, session, post, learner.id)
+            session_id = _daily_session(session, post, learner.id)
             question_id = post.question_id
         if question_id is None:
             return None  # the question was answered and the next one not asked yet
@@ -149,24 +172,24 @@ def answer(
         return Graded(result, post.kind, where.thread_ts)
 
 
-def appeal(runtime: Runtime, who: Who, attempt_id: str) -> dict[str, Any]:
+def appeal(factory: sessionmaker[Session], who: Who, attempt_id: str) -> dict[str, Any]:
     """'I was right': file an appeal on the user's own attempt."""
-    with transaction(runtime.factory) as session:
+    with transaction(factory) as session:
         learner = learner_for_ref(session, who.ref, who.name)
         return file_appeal(
             session, attempt_id=attempt_id, claimed="correct", comment="Slack: I was right", learner_id=learner.id
         )
 
 
-def concept(runtime: Runtime, text: str) -> dict[str, Any]:
+def concept(bank: Bank, text: str) -> dict[str, Any]:
     """A grounded answer to a concept question, with citations, or an honest decline."""
-    encoder, index = runtime.require()
-    with transaction(runtime.factory) as session:
+    encoder, index = bank.require()
+    with transaction(bank.factory) as session:
         return ask(session, encoder, index, text)
 
 
-def stats(runtime: Runtime, who: Who) -> dict[str, Any]:
+def stats(factory: sessionmaker[Session], who: Who) -> dict[str, Any]:
     """The user's progress: answers, streak, due reviews, mastery per topic."""
-    with transaction(runtime.factory) as session:
+    with transaction(factory) as session:
         learner = learner_for_ref(session, who.ref, who.name)
         return progress(session, learner.id)

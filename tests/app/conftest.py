@@ -1,4 +1,5 @@
-"""An API client on a freshly ingested bank (fake encoder), for each database."""
+"""An API client on a freshly ingested bank (fake encoder), and a session factory on a migrated database,
+for each database."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
-from app.db import make_engine, make_sessionmaker, transaction
+from app.db import make_engine, make_sessionmaker, transaction, upgrade
 from app.keys.service import create_key
 from app.main import create_app
 from tests.conftest import ingest_with
@@ -38,3 +40,12 @@ def make_key(client: TestClient) -> Callable[..., tuple[str, str]]:
         return key_id, secret
 
     return make
+
+
+@pytest.fixture
+def factory(settings: Settings) -> Iterator[sessionmaker[Session]]:
+    """A session factory on the test's migrated database."""
+    engine = make_engine(settings.db_url)
+    upgrade(engine)
+    yield make_sessionmaker(engine)
+    engine.dispose()

@@ -17,7 +17,7 @@ JUNK_BODIES: list[Any] = [
     {"answer": "x" * 5000, "text": "y" * 5000, "question": "z" * 5000, "message": "m" * 5000},
     {"learner_id": "l_unknown", "question_id": "q_unknown", "rubric_id": "r_unknown", "answer": "a"},
 ]
-SKIP = {"/slack/events", "/slack/install", "/slack/oauth_redirect"}  # Slack's own protocol, tested in tests/slack
+SKIP = {"/slack/events", "/slack/install", "/slack/oauth_redirect"}  # Slack's own protocol, tested in tests/app/slack
 
 
 def _routes(client: TestClient) -> list[tuple[str, str]]:

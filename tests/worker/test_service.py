@@ -1,6 +1,6 @@
 """The worker service as a real process: token, validation, and runs that end early (time limit, a dying rank),
 which must leave nothing of the run's process group running. Queue limits, cancellation and a killed worker
-are tested through the API in tests/demos.
+are tested through the API in tests/app/demos.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def on_choice(body: dict[str, Any], context: BoltContext) -> None:
 def on_next(body: dict[str, Any], context: BoltContext) -> None:
     """Post the quiz's next question in its thread (or its score when it is over)."""
     where = where_of(context, _root(body))
-    nxt = service.next_in_thread(runtime_of(context), who_of(context), where)
+    nxt = service.next_in_thread(runtime_of(context).factory, who_of(context), where)
     if nxt is None:
         tell(context, body, NOT_YOURS)
         return
@@ -70,7 +70,7 @@ def on_next(body: dict[str, Any], context: BoltContext) -> None:
 def on_appeal(body: dict[str, Any], context: BoltContext) -> None:
     """'I was right': file an appeal on the clicker's own attempt and confirm it privately."""
     try:
-        service.appeal(runtime_of(context), who_of(context), str(_action(body).get("value")))
+        service.appeal(runtime_of(context).factory, who_of(context), str(_action(body).get("value")))
     except NotFoundError:
         tell(context, body, "You can only appeal your own answers.")
         return

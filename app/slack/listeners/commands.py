@@ -38,14 +38,15 @@ def acknowledge(ack: Ack, command: dict[str, Any]) -> None:
 def _quiz(context: BoltContext, respond: Respond, command: dict[str, Any], topic_text: str) -> None:
     runtime = runtime_of(context)
     who = who_of(context, command.get("user_name"))
-    topic = service.resolve_topic(runtime, topic_text)
-    learner_id, session_id, nxt = service.start_quiz(runtime, who, topic)
+    topic = service.resolve_topic(runtime.settings.taxonomy_path, topic_text)
+    learner_id, session_id, nxt = service.start_quiz(runtime.factory, who, topic,
+                                                     length=runtime.settings.slack_quiz_length)
     if nxt["done"]:
         respond(response_type="ephemeral", **blocks.quiz_done_message(nxt))
         return
     posted = context.client.chat_postMessage(channel=context.channel_id or "", **question_message(nxt, quiz_title(nxt)))
     where = where_of(context, str(posted["ts"]))
-    service.remember_post(runtime, where, kind=QUIZ, learner_id=learner_id, session_id=session_id)
+    service.remember_post(runtime.factory, where, kind=QUIZ, learner_id=learner_id, session_id=session_id)
 
 
 @guarded
@@ -61,9 +62,10 @@ def run(body: dict[str, Any], context: BoltContext) -> None:
     elif sub == "ask":
         respond(response_type="in_channel", **blocks.concept_message(rest, service.concept(runtime, rest)))
     elif sub == "stats":
-        respond(response_type="ephemeral", **blocks.stats_message(service.stats(runtime, who_of(context))))
+        respond(response_type="ephemeral", **blocks.stats_message(service.stats(runtime.factory, who_of(context))))
     elif sub == "leaderboard":
-        respond(response_type="in_channel", **blocks.leaderboard_message(leaderboard(runtime, who_of(context).team_id)))
+        standings = leaderboard(runtime.factory, who_of(context).team_id)
+        respond(response_type="in_channel", **blocks.leaderboard_message(standings))
 
 
 def register(app: App) -> None:

@@ -1,24 +1,31 @@
-"""What every listener needs: the runtime, who is asking, and posting a question or a verdict."""
+"""What every listener needs: the tutor's runtime, who is asking, and posting a question or a verdict."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from slack_bolt import BoltContext
 from slack_sdk import WebClient
 
-from app.serving.runtime import Runtime
+from app.config import Settings
 from app.slack import blocks
 from app.slack.repository import QUIZ
-from app.slack.service import Graded, Where, Who
+from app.slack.service import Bank, Graded, Where, Who
 
 QUIZ_HINT = "Reply in this thread to answer"
 CHOICE_HINT = "Reply in this thread or pick an option"
 
 
-def runtime_of(context: BoltContext) -> Runtime:
+class Tutor(Bank, Protocol):
+    """What the listeners need of the serving process (the runtime provides it): the bank, the database
+    (through the bank) and the settings (the taxonomy, the length of a quiz)."""
+
+    settings: Settings
+
+
+def runtime_of(context: BoltContext) -> Tutor:
     """The tutor runtime, through the getter the app's middleware attached."""
-    runtime: Runtime = context["tutor_runtime"]()
+    runtime: Tutor = context["tutor_runtime"]()
     return runtime
 
 

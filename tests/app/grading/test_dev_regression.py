@@ -1,0 +1,74 @@
+"""Slow tests with the real model: dev-set figures must not fall, real paraphrases must pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.grading import GradingItem, grade, prepare
+from grading_lab.evaluation import DATA_DIR, evaluate, summary
+
+BASELINE = Path(__file__).resolve().parents[3] / "grading_lab" / "dev_baseline.json"
+DEV = DATA_DIR / "eval" / "dev.jsonl"
+TOLERANCE = 0.03
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not DEV.exists(), reason="no dev set")
+def test_dev_figures_do_not_fall(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    recorded = json.loads(BASELINE.read_text())
+    report = evaluate(DEV, real_encoder)
+    now = summary(report)
+    for key in ("macro_f1_3", "macro_f1_2"):
+        assert now[key] >= recorded[key] - TOLERANCE, (key, now[key], recorded[key])
+    # The acceptance margin: at least 0.2 above plain cosine with after-the-fact thresholds.
+    assert now["macro_f1_3"] >= now["baseline_macro_f1_3"] + 0.2
+    assert now["macro_f1_2"] >= now["baseline_macro_f1_2"] + 0.2
+
+
+@pytest.mark.slow
+def test_real_model_separates_terse_correct_from_swapped(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    item = GradingItem(
+        question="What is the difference between data parallelism and model parallelism?",
+        reference_answers=["Data parallelism replicates the model and splits data; model parallelism "
+                           "splits the model across devices"],
+    )
+    rubric = prepare(item, real_encoder)
+    good = grade(rubric, "DP: same model on every GPU, different data. MP: the model itself is split "
+                 "over GPUs.", real_encoder)
+    swapped = grade(rubric, "data parallelism splits the model; model parallelism splits the data",
+                    real_encoder)
+    assert good.verdict == "correct"
+    assert swapped.verdict == "incorrect" and "roles_swapped" in swapped.flags
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", ["Sourdough needs a long, slow fermentation to develop its flavour.",
+                                    "The capital of France is Paris."])
+def test_off_subject_answers_get_no_credit_on_any_bank_question(real_encoder, answer: str) -> None:  # type: ignore[no-untyped-def]
+    from app.grading import prepare_many
+    from grading_lab.evaluation import bank_items
+
+    items = bank_items()
+    rubrics = prepare_many(list(items.values()), real_encoder)
+    verdicts = {key: grade(rubric, answer, real_encoder).verdict for key, rubric in zip(items, rubrics, strict=True)}
+    assert {k: v for k, v in verdicts.items() if v != "incorrect"} == {}
+
+
+@pytest.mark.slow
+def test_a_correct_answer_near_a_wrong_option_is_not_its_misconception(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    """The model puts "each rank keeps one reduced chunk" nearer "reduce-scatter broadcasts the full
+    gradient to all ranks" than the accepted answer (shared words: rank, reduce, gradient). It
+    states none of that option's own claim (broadcast, full), so it is not that misconception;
+    answers that do state it still are (grader-1.4)."""
+    from grading_lab.evaluation import bank_items
+
+    item = next(i for i in bank_items().values() if i.question.startswith("What is reduce-scatter"))
+    rubric = prepare(item, real_encoder)
+    right = grade(rubric, "each rank keeps one reduced chunk of the summed tensor", real_encoder)
+    assert right.matched_misconception is None and right.verdict != "incorrect"
+    for wrong in ("every rank gets the full summed gradient", "it broadcasts the whole gradient to every rank"):
+        result = grade(rubric, wrong, real_encoder)
+        assert result.verdict == "incorrect" and result.matched_misconception == item.wrong_answers[0]
