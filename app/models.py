@@ -65,6 +65,40 @@ class Question(Base):
     retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
+class Passage(Base):
+    """A passage of a study note (one paragraph under its headings), cited by file, heading and lines."""
+
+    __tablename__ = "passages"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    note: Mapped[str] = mapped_column(String(255), index=True)
+    source_path: Mapped[str] = mapped_column(String(1024))
+    title: Mapped[str] = mapped_column(Text)
+    topics: Mapped[list[str]] = mapped_column(JSON)
+    heading_path: Mapped[list[str]] = mapped_column(JSON)
+    position: Mapped[int] = mapped_column(Integer)
+    line_start: Mapped[int] = mapped_column(Integer)
+    line_end: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    citations: Mapped[list[dict[str, Any]]] = mapped_column(JSON)  # the references the text cites
+    explains: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default=ACTIVE, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    retired_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class QuestionPassage(Base):
+    """A note passage that explains a bank question (from the note's `explains`), in reading order."""
+
+    __tablename__ = "question_passages"
+
+    question_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    passage_id: Mapped[str] = mapped_column(ForeignKey("passages.id"), primary_key=True, index=True)
+    position: Mapped[int] = mapped_column(Integer)
+
+
 class Embedding(Base):
     """A cached vector for one text under one model: unchanged text is never embedded twice."""
 

@@ -1,4 +1,4 @@
-"""The FAISS vector index over questions, accepted answers and explanations, with its manifest.
+"""The FAISS vector index over questions, accepted answers, explanations and note passages, with its manifest.
 
 Each index version lives in its own folder `v-<hash>/` (index.faiss + manifest.json), written to
 a temporary folder and renamed into place. The database records which version is live, in the
@@ -31,13 +31,25 @@ class IndexError_(RuntimeError):
     """The index is missing or does not match the configured model; the message says what to do."""
 
 
+PASSAGE = "passage"
+
+
 @dataclass(frozen=True)
 class IndexEntry:
-    """What one vector stands for: a question and which of its texts."""
+    """What one vector stands for: a question and which of its texts, or a study-note passage.
 
-    question_id: str
-    kind: str  # "question" | "answer" | "explanation"
+    A passage's entry has no question (`question_id` None), kind "passage" and its `passage_id`.
+    """
+
+    question_id: str | None
+    kind: str  # "question" | "answer" | "explanation" | "passage"
     text_hash: str
+    passage_id: str | None = None
+
+    def as_row(self) -> list[str | None]:
+        """The manifest's row: [question id, kind, text hash], and the passage id for a passage."""
+        row = [self.question_id, self.kind, self.text_hash]
+        return row if self.passage_id is None else [*row, self.passage_id]
 
 
 @dataclass
@@ -54,7 +66,8 @@ class LoadedIndex:
         """Where a question's vectors sit in the index."""
         if not self._by_question and self.entries:
             for pos, entry in enumerate(self.entries):
-                self._by_question.setdefault(entry.question_id, []).append(pos)
+                if entry.question_id is not None:
+                    self._by_question.setdefault(entry.question_id, []).append(pos)
         return self._by_question.get(question_id, [])
 
     def vectors_at(self, positions: list[int]) -> np.ndarray:
@@ -70,11 +83,21 @@ class LoadedIndex:
         return scores, ids
 
 
-def index_version(model_id: str, dim: int, entries: list[IndexEntry]) -> str:
-    """A content hash of everything the index holds: model, entries and their texts."""
+def index_version(model_id: str, dim: int, entries: list[IndexEntry], extra: str = "") -> str:
+    """A content hash of everything the index holds: model, entries and their texts.
+
+    `extra` is folded in when given: a digest of what is served with the index but not embedded
+    (the note passages' citations and which questions they explain), so that a change to it is
+    a new version too, and caches keyed by version are refreshed.
+    """
     digest = hashlib.sha256(f"{FORMAT}\n{model_id}\n{dim}\n".encode())
     for e in entries:
-        digest.update(f"{e.question_id}\t{e.kind}\t{e.text_hash}\n".encode())
+        if e.passage_id is None:
+            digest.update(f"{e.question_id}\t{e.kind}\t{e.text_hash}\n".encode())
+        else:
+            digest.update(f"\t{e.kind}\t{e.text_hash}\t{e.passage_id}\n".encode())
+    if extra:
+        digest.update(f"extra\t{extra}\n".encode())
     return digest.hexdigest()
 
 
@@ -87,10 +110,16 @@ def _fsync_dir(path: Path) -> None:
 
 
 def write_index(
-    root: Path, model_id: str, dim: int, entries: list[IndexEntry], vectors: np.ndarray, exact_up_to: int | None = None
+    root: Path,
+    model_id: str,
+    dim: int,
+    entries: list[IndexEntry],
+    vectors: np.ndarray,
+    exact_up_to: int | None = None,
+    extra: str = "",
 ) -> str:
     """Write an index version atomically unless it already exists; return its version."""
-    version = index_version(model_id, dim, entries)
+    version = index_version(model_id, dim, entries, extra)
     final = root / f"v-{version[:16]}"
     if (final / MANIFEST_FILE).exists():
         return version
@@ -108,7 +137,7 @@ def write_index(
             "count": len(entries),
             "content_hash": version,
             **info,
-            "entries": [[e.question_id, e.kind, e.text_hash] for e in entries],
+            "entries": [e.as_row() for e in entries],
         }
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         for name in (INDEX_FILE, MANIFEST_FILE):
@@ -199,7 +228,7 @@ def load_index(root: Path, version: str, model_id: str, dim: int) -> LoadedIndex
     faiss.omp_set_num_threads(1)
     if "ef_search" in manifest:  # efSearch is a search-time setting that the file does not keep
         index.hnsw.efSearch = int(manifest["ef_search"])
-    entries = [IndexEntry(q, k, h) for q, k, h in manifest["entries"]]
+    entries = [IndexEntry(*row) for row in manifest["entries"]]
     if index.ntotal != len(entries) or manifest.get("count") != len(entries):
         raise IndexError_(
             f"index in {folder} has {index.ntotal} vectors for {len(entries)} entries; run `tutor ingest`"

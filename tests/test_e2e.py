@@ -35,6 +35,7 @@ def bank_dir(tmp_path_factory: pytest.TempPathFactory, onnx_encoder_dir: Path) -
 
     data = tmp_path_factory.mktemp("e2e") / "data"
     shutil.copytree(SEEDS, data / "raw")
+    shutil.copytree(ROOT / "data" / "notes", data / "notes")
     for name in ("taxonomy.yaml", "annotations.yaml"):
         shutil.copy(ROOT / "data" / name, data / name)
     with_onnx(data / "index", onnx_encoder_dir)
@@ -84,8 +85,10 @@ def test_a_learner_answers_ten_questions(sqlite_server: tuple[str, dict[str, dic
         explanation = result["explanation"]
         if q["explanation"]:
             assert explanation["kind"] == "own" and explanation["text"] == q["explanation"]
-        else:
-            assert explanation["kind"] == "related" and explanation["source"]["file"] != "" and explanation["note"]
+        else:  # the study notes explain it, never another question's material
+            assert explanation["kind"] == "notes" and explanation["source"]["file"].endswith(".md")
+            assert explanation["note"] and "question_id" not in explanation
+        assert explanation["passages"] and all(p["file"].endswith(".md") for p in explanation["passages"])
         due = datetime.fromisoformat(result["schedule"]["due"])
         assert due > datetime.now(UTC)
         assert result["progress"]["answered"] == i + 1

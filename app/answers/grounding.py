@@ -1,4 +1,8 @@
-"""The grounded explanation of a verdict: the question's own, or clearly labelled related material."""
+"""The grounded explanation of a verdict: the question's own, and the study-note passages that explain it.
+
+Nothing here ever stands in another question's material for a question's explanation: a question
+without an explanation of its own is explained by its note passages alone, or not at all.
+"""
 
 from __future__ import annotations
 
@@ -10,11 +14,13 @@ from sqlalchemy.orm import Session
 
 from app.bank.repository import get_many
 from app.bank.views import source_of
-from app.models import ACTIVE, Question
+from app.models import ACTIVE, Passage, Question, QuestionPassage
 from app.serving.cache import LRUCache
 from ingest.index import LoadedIndex
 
-RELATED_NOTE = "This question has no explanation of its own; this is related material from another question."
+NOTES_NOTE = "This question has no explanation of its own; this is how the study notes explain it."
+NONE_NOTE = "No explanation is available for this question."
+SECTION_SEPARATOR = " › "
 
 
 def _nearest(index: LoadedIndex, vector: np.ndarray, kinds: set[str], exclude: set[str], k: int) -> list[str]:
@@ -25,29 +31,78 @@ def _nearest(index: LoadedIndex, vector: np.ndarray, kinds: set[str], exclude: s
         out: list[str] = []
         for pos in positions[0]:
             entry = index.entries[int(pos)] if pos >= 0 else None
-            if entry and entry.kind in kinds and entry.question_id not in exclude and entry.question_id not in out:
-                out.append(entry.question_id)
+            qid = entry.question_id if entry and entry.kind in kinds else None
+            if qid is not None and qid not in exclude and qid not in out:
+                out.append(qid)
         if len(out) >= k or fetch >= len(index.entries):
             return out[:k]
         fetch *= 4
 
 
-def explanation_for(session: Session, index: LoadedIndex, question: Question, vector: np.ndarray) -> dict[str, Any]:
-    """The question's explanation with its citation; for one without, the nearest explanation."""
+def note_passages(session: Session, question_id: str) -> list[Passage]:
+    """The live note passages linked to a question (its notes' `explains`), in reading order."""
+    return list(
+        session.scalars(
+            select(Passage)
+            .join(QuestionPassage, QuestionPassage.passage_id == Passage.id)
+            .where(QuestionPassage.question_id == question_id, Passage.status == ACTIVE)
+            .order_by(QuestionPassage.position)
+        )
+    )
+
+
+def passage_source(passages: list[Passage]) -> dict[str, Any]:
+    """The citation of consecutive passages of one note: file, section (heading path) and line span."""
+    first, last = passages[0], passages[-1]
+    return {
+        "file": first.note,
+        "number": None,
+        "lines": [first.line_start, last.line_end],
+        "title": first.title,
+        "section": SECTION_SEPARATOR.join(first.heading_path),
+    }
+
+
+def passage_view(p: Passage) -> dict[str, Any]:
+    """One note passage as served: its text, the note's title, heading path, file and line span, and the
+    references it cites (with the locators used, e.g. "§3.2")."""
+    return {
+        "kind": "notes",
+        "id": p.id,
+        "text": p.text,
+        "note_title": p.title,
+        "heading_path": list(p.heading_path),
+        "file": p.note,
+        "lines": [p.line_start, p.line_end],
+        "references": list(p.citations),
+    }
+
+
+def _first_section(passages: list[Passage]) -> list[Passage]:
+    """The leading passages that belong to the same note and top-level section as the first."""
+    head = passages[0]
+    group = []
+    for p in passages:
+        if p.note != head.note or p.heading_path[:1] != head.heading_path[:1]:
+            break
+        group.append(p)
+    return group
+
+
+def explanation_for(session: Session, question: Question) -> dict[str, Any]:
+    """The question's own explanation ("own") with the note passages that explain it; without one,
+    the passages alone ("notes": the first section's text, cited by note, section and lines); else "none".
+    """
+    passages = note_passages(session, question.id)
+    views = [passage_view(p) for p in passages]
     if question.explanation:
-        return {"kind": "own", "text": question.explanation, "source": source_of(question), "note": None}
-    for qid in _nearest(index, vector, {"explanation"}, {question.id}, 3):
-        other = get_many(session, [qid]).get(qid)
-        if other is not None and other.status == ACTIVE and other.explanation:
-            return {
-                "kind": "related",
-                "text": other.explanation,
-                "source": source_of(other),
-                "question_id": other.id,
-                "question": other.text,
-                "note": RELATED_NOTE,
-            }
-    return {"kind": "none", "text": None, "source": None, "note": "No explanation is available for this question."}
+        return {"kind": "own", "text": question.explanation, "source": source_of(question), "note": None,
+                "passages": views}
+    if passages:
+        section = _first_section(passages)
+        return {"kind": "notes", "text": "\n\n".join(p.text for p in section), "source": passage_source(section),
+                "note": NOTES_NOTE, "passages": views}
+    return {"kind": "none", "text": None, "source": None, "note": NONE_NOTE, "passages": []}
 
 
 def related_questions(
@@ -89,7 +144,7 @@ class MaterialCache:
         if found is not None:
             return found
         return self._items.put(key, {
-            "explanation": explanation_for(session, index, question, vector),
+            "explanation": explanation_for(session, question),
             "related_questions": related_questions(session, index, question, vector),
         })
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from sqlalchemy.orm import Session
 
 from app.bank.repository import get_many
@@ -23,6 +24,18 @@ class Hit:
     kind: str
 
 
+def _candidates(index: LoadedIndex, vector: np.ndarray, wanted: int) -> dict[str, None]:
+    """The questions of the `wanted` nearest question texts (note passages, also indexed, are skipped)."""
+    fetch = wanted
+    while True:
+        _, positions = index.search(vector, fetch)
+        ids = [index.entries[int(p)].question_id for p in positions[0] if p >= 0]
+        found = [qid for qid in ids if qid is not None]
+        if len(found) >= wanted or len(ids) >= len(index.entries):
+            return dict.fromkeys(found[:wanted])
+        fetch *= 4
+
+
 def search(
     session: Session, encoder: Encoder, index: LoadedIndex, text: str, k: int = 5, kinds: set[str] | None = None
 ) -> list[Hit]:
@@ -33,8 +46,7 @@ def search(
     question that agrees with the query on several of its texts beats one with a single lucky text.
     """
     vector = encoder.encode([text])
-    _, positions = index.search(vector, k * _OVERFETCH)
-    candidates = dict.fromkeys(index.entries[int(p)].question_id for p in positions[0] if p >= 0)
+    candidates = _candidates(index, vector, k * _OVERFETCH)
     scored: list[tuple[float, str, str]] = []
     for qid in candidates:
         places = [p for p in index.positions_of(qid) if not kinds or index.entries[p].kind in kinds]

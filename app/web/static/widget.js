@@ -144,7 +144,8 @@
   function citation(c) {
     var d = el("details", { class: "cite" });
     var lines = c.lines && c.lines.length ? " \u00b7 lines " + c.lines[0] + "\u2013" + c.lines[c.lines.length - 1] : "";
-    d.appendChild(el("summary", {}, "[" + c.n + "] " + c.file + " \u00b7 question " + c.number + lines));
+    var where = c.number != null ? " \u00b7 question " + c.number : (c.section ? " \u00b7 " + c.section : "");
+    d.appendChild(el("summary", {}, "[" + c.n + "] " + c.file + where + lines));
     if (c.question) d.appendChild(el("p", { class: "q" }, "Q: " + c.question));
     if (c.snippet) d.appendChild(el("blockquote", {}, c.snippet));
     if (c.note) d.appendChild(el("p", { class: "note" }, c.note));
