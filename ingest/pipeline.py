@@ -17,8 +17,9 @@ and index serving:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -373,6 +374,54 @@ _FIELDS = (
 )
 
 
+@dataclass
+class _Counts:
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    retired: int = 0
+
+
+def _upsert(
+    session: Session,
+    model: Any,
+    records: Sequence[Any],
+    existing: Mapping[str, Any],
+    covered: Callable[[Any], bool],
+    fields: tuple[str, ...],
+    new_row: Callable[[Any, datetime], Any],
+) -> _Counts:
+    """Upsert records (questions or passages) by id and content hash; retire what is covered and gone."""
+    now = utcnow()
+    seen = set()
+    counts = _Counts()
+    for rec in records:
+        seen.add(rec.id)
+        row = session.get(model, rec.id)
+        digest = rec.content_hash
+        if row is None:
+            row = new_row(rec, now)
+            session.add(row)
+            counts.added += 1
+        elif row.status != ACTIVE:
+            counts.added += 1
+        elif row.content_hash != digest:
+            counts.updated += 1
+        else:
+            counts.unchanged += 1
+        if row.content_hash != digest or row.status != ACTIVE:
+            for name in fields:
+                setattr(row, name, getattr(rec, name))
+            row.content_hash, row.status, row.retired_at, row.updated_at = digest, ACTIVE, None, now
+    for rid, old in existing.items():
+        if rid not in seen and old.status == ACTIVE and covered(old):
+            row = session.get(model, rid)
+            assert row is not None
+            row.status, row.retired_at = RETIRED, now
+            counts.retired += 1
+    return counts
+
+
 def _apply(
     session: Session,
     records: list[QuestionRecord],
@@ -382,32 +431,13 @@ def _apply(
     summary: IngestSummary,
 ) -> None:
     """Upsert this run's records, retire what its documents no longer hold, relink concepts."""
-    now = utcnow()
-    seen = set()
-    for rec in records:
-        seen.add(rec.id)
-        row = session.get(Question, rec.id)
-        digest = rec.content_hash
-        if row is None:
-            row = Question(id=rec.id, concept_id=concept_of.get(rec.id, rec.id), created_at=now, status=ACTIVE)
-            session.add(row)
-            summary.added += 1
-        elif row.status != ACTIVE:
-            summary.added += 1
-        elif row.content_hash != digest:
-            summary.updated += 1
-        else:
-            summary.unchanged += 1
-        if row.content_hash != digest or row.status != ACTIVE:
-            for name in _FIELDS:
-                setattr(row, name, getattr(rec, name))
-            row.content_hash, row.status, row.retired_at, row.updated_at = digest, ACTIVE, None, now
-    for qid, old in existing.items():
-        if qid not in seen and old.status == ACTIVE and covered(old):
-            row = session.get(Question, qid)
-            assert row is not None
-            row.status, row.retired_at = RETIRED, now
-            summary.retired += 1
+    counts = _upsert(session, Question, records, existing, covered, _FIELDS,
+                     lambda rec, now: Question(id=rec.id, concept_id=concept_of.get(rec.id, rec.id), created_at=now,
+                                               status=ACTIVE))
+    summary.added += counts.added
+    summary.updated += counts.updated
+    summary.unchanged += counts.unchanged
+    summary.retired += counts.retired
     for row in session.scalars(select(Question).where(Question.status == ACTIVE)):
         concept = concept_of.get(row.id, row.id)
         if row.concept_id != concept:
@@ -422,32 +452,12 @@ def _apply_passages(
     summary: IngestSummary,
 ) -> None:
     """Upsert this run's passages and retire those its notes no longer hold."""
-    now = utcnow()
-    seen = set()
-    for rec in passages:
-        seen.add(rec.id)
-        row = session.get(Passage, rec.id)
-        digest = rec.content_hash
-        if row is None:
-            row = Passage(id=rec.id, created_at=now, status=ACTIVE)
-            session.add(row)
-            summary.passages_added += 1
-        elif row.status != ACTIVE:
-            summary.passages_added += 1
-        elif row.content_hash != digest:
-            summary.passages_updated += 1
-        else:
-            summary.passages_unchanged += 1
-        if row.content_hash != digest or row.status != ACTIVE:
-            for name in _PASSAGE_FIELDS:
-                setattr(row, name, getattr(rec, name))
-            row.content_hash, row.status, row.retired_at, row.updated_at = digest, ACTIVE, None, now
-    for pid, old in existing.items():
-        if pid not in seen and old.status == ACTIVE and covered(old):
-            row = session.get(Passage, pid)
-            assert row is not None
-            row.status, row.retired_at = RETIRED, now
-            summary.passages_retired += 1
+    counts = _upsert(session, Passage, passages, existing, covered, _PASSAGE_FIELDS,
+                     lambda rec, now: Passage(id=rec.id, created_at=now, status=ACTIVE))
+    summary.passages_added += counts.added
+    summary.passages_updated += counts.updated
+    summary.passages_unchanged += counts.unchanged
+    summary.passages_retired += counts.retired
 
 
 def _apply_links(session: Session, links: dict[str, list[str]]) -> None:
