@@ -17,6 +17,9 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 WORKER_THREADS = 40
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The repository's own data (documents, notes, labelled sets, public training data) and models.
+DATA_DIR = PROJECT_ROOT / "data"
+JUDGE_DIR = PROJECT_ROOT / "models" / "judge"
 
 
 class Settings(BaseSettings):
@@ -24,11 +27,14 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="TUTOR_", env_file=None, extra="ignore")
 
-    data_dir: Path = PROJECT_ROOT / "data"
+    data_dir: Path = DATA_DIR
     database_url: str | None = None
     index_dir: Path | None = None
     raw_dir: Path | None = None
+    notes_dir: Path | None = None
     model: str = DEFAULT_MODEL
+    # The grader's pair judge (int8 ONNX, rebuilt by `tutor models train-judge`).
+    judge_dir: Path = JUDGE_DIR
     auto_migrate: bool = True
     near_duplicate_threshold: float = 0.8
     encoder_backend: Literal["auto", "onnx", "torch"] = "auto"
@@ -126,6 +132,11 @@ class Settings(BaseSettings):
     def raw_path(self) -> Path:
         """The default documents to ingest."""
         return self.raw_dir or self.data_dir / "raw"
+
+    @property
+    def notes_path(self) -> Path:
+        """The default study notes to ingest (Markdown with YAML front matter)."""
+        return self.notes_dir or self.data_dir / "notes"
 
     @property
     def taxonomy_path(self) -> Path:

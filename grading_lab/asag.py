@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.config import PROJECT_ROOT
+from app.config import DATA_DIR
+from app.grading import Graders
 from app.grading.build import prepare_many
 from app.grading.grader import decided, grade_many
 from app.grading.rubric import GradingItem, Rubric
@@ -20,8 +21,8 @@ from app.grading.text import content_stems
 from grading_lab.logreg import fit_logistic, macro_f1, standardiser
 from ingest.embedder import Encoder
 
-ASAG_DIR = PROJECT_ROOT / "data" / "asag"  # the SemEval-2013 training splits (data/asag/README.md)
-CACHE_DIR = PROJECT_ROOT / "data" / "cache"
+ASAG_DIR = DATA_DIR / "asag"  # the SemEval-2013 training splits (data/asag/README.md)
+CACHE_DIR = DATA_DIR / "cache"
 CORPORA = ("beetle", "scientsbank")
 DOMAIN_WEIGHT = 2.0  # the dev set weighs twice as much, in total, as all the public answers
 
@@ -192,7 +193,8 @@ def asag_crossval(encoder: Encoder, corpus: str = "beetle", folds: int = 5, seed
         train, test = np.where(fold != k)[0], np.where(fold == k)[0]
         model = fit_model([data, *more], [train, *(np.arange(len(c.answers)) for c in more)])
         results = grade_many([data.rubrics[data.question_ids[i]] for i in test],
-                             [data.answers[i] for i in test], data_encoder(encoder, corpus), model=model)
+                             [data.answers[i] for i in test], data_encoder(encoder, corpus),
+                             graders=Graders(model=model, rules=True))
         t = _best_threshold(data.cosines[train], data.correct[train])
         for i, res in zip(test, results, strict=True):
             pred_g[i] = "c" if res.verdict == "correct" else "i"

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from app.config import PROJECT_ROOT
+from app.config import DATA_DIR
+from app.grading import Graders
 from app.grading.build import prepare_many
 from app.grading.grader import grade_many
 from app.grading.rubric import GradingItem
@@ -18,7 +19,7 @@ from grading_lab.asag import CORPORA, Corpus, answer_features, caching_encoder, 
 from grading_lab.logreg import macro_f1
 from ingest.embedder import Encoder
 
-DEV_PATH = PROJECT_ROOT / "data" / "eval" / "dev.jsonl"
+DEV_PATH = DATA_DIR / "eval" / "dev.jsonl"
 LABELS = ["correct", "partial", "incorrect"]
 
 
@@ -85,7 +86,7 @@ def dev_crossval(encoder: Encoder, path: Path = DEV_PATH, folds: int = 7, seed: 
         keys = sorted({(rows[i]["file"], int(rows[i]["number"])) for i in test})
         rubrics = dict(zip(keys, prepare_many([items[q] for q in keys], cached, model=model), strict=True))
         results = grade_many([rubrics[(rows[i]["file"], int(rows[i]["number"]))] for i in test],
-                             [rows[i]["answer"] for i in test], cached, model=model)
+                             [rows[i]["answer"] for i in test], cached, graders=Graders(model=model, rules=True))
         for i, res in zip(test, results, strict=True):
             pred[i] = res.verdict
     truth = [r["label"] for r in rows]

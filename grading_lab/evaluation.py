@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from app.answers.items import item_for
-from app.config import PROJECT_ROOT
+from app.config import DATA_DIR
 from app.grading.build import prepare_many
-from app.grading.grader import GradeResult, grade_many
-from app.grading.rubric import GradingItem
+from app.grading.grader import GradeResult, Graders, grade_many
+from app.grading.rubric import GradingItem, attach_neighbours
 from grading_lab.logreg import macro_f1
 from ingest.annotations import load_annotations
 from ingest.embedder import Encoder
@@ -24,7 +24,6 @@ from ingest.records import build_records
 from ingest.taxonomy import Taxonomy
 
 LABELS = ["correct", "partial", "incorrect"]
-DATA_DIR = PROJECT_ROOT / "data"
 RAW_DIR = DATA_DIR / "raw"
 ANNOTATIONS = DATA_DIR / "annotations.yaml"
 
@@ -72,6 +71,10 @@ class EvalReport:
     baseline_thresholds: dict[str, list[float]]
     errors: list[dict[str, str]] = field(default_factory=list)
     verdicts: list[str] = field(default_factory=list)  # the grader's, one per answer in file order
+    # The previous grader version (the rule stack, grader-1.4) on the same answers, when evaluated.
+    previous: dict[str, Any] = field(default_factory=dict)
+    # Correct answers that were told they hold a misconception (the worst error).
+    correct_called_misconception: int = 0
 
 
 def _two_way(labels: list[str]) -> list[str]:
@@ -109,9 +112,10 @@ def _f1_codes(truth: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean(np.where(denom > 0, 2 * tp / np.maximum(denom, 1), 0.0)))
 
 
-def evaluate(path: Path, encoder: Encoder,
-             items: dict[tuple[str, int], GradingItem] | None = None) -> EvalReport:
-    """Grade every labelled answer in a dev file (batched) and compare with plain cosine.
+def evaluate(path: Path, encoder: Encoder, items: dict[tuple[str, int], GradingItem] | None = None, *,
+             graders: Graders | None = None, previous: bool = False) -> EvalReport:
+    """Grade every labelled answer in a dev file (batched) and compare with plain cosine (and, with
+    `previous`, with the previous grader version).
 
     items are keyed by (file, number); by default they are built as production builds them.
     """
@@ -123,9 +127,17 @@ def evaluate(path: Path, encoder: Encoder,
     memo = MemoEncoder(encoder)
     keys = sorted(items)
     rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], memo), strict=True))
+    attach_neighbours(list(rubrics.values()))
     answers = [r["answer"] for r in rows]
-    results = grade_many([rubrics[(r["file"], int(r["number"]))] for r in rows], answers, memo)
-    return _report(rows, results, baseline_cosines(rows, items, memo))
+    targets = [rubrics[(r["file"], int(r["number"]))] for r in rows]
+    results = grade_many(targets, answers, memo, graders=graders)
+    report = _report(rows, results, baseline_cosines(rows, items, memo))
+    if previous:
+        old = _report(rows, grade_many(targets, answers, memo, graders=Graders(rules=True)), np.zeros(len(rows)))
+        report.previous = {"macro_f1_3": old.macro_f1_3, "macro_f1_2": old.macro_f1_2, "accuracy3": old.accuracy3,
+                           "accuracy2": old.accuracy2, "per_kind": old.per_kind,
+                           "correct_called_misconception": old.correct_called_misconception}
+    return report
 
 
 def baseline_cosines(rows: list[dict[str, Any]], items: dict[tuple[str, int], GradingItem],
@@ -159,16 +171,26 @@ def _report(rows: list[dict[str, str]], results: list[GradeResult], cos: np.ndar
         baseline_accuracy3=_accuracy(truth, base3), baseline_macro_f1_3=macro_f1(truth, base3, LABELS),
         baseline_accuracy2=_accuracy(_two_way(truth), base2),
         baseline_macro_f1_2=macro_f1(_two_way(truth), base2, ["correct", "not"]),
-        baseline_thresholds=thresholds, errors=errors, verdicts=pred)
+        baseline_thresholds=thresholds, errors=errors, verdicts=pred,
+        correct_called_misconception=sum(r["label"] == "correct" and res.matched_misconception is not None
+                                         for r, res in zip(rows, results, strict=True)))
 
 
 def format_report(report: EvalReport) -> str:
     """A plain-text table: grader vs cosine baseline, confusion matrix, per-kind accuracy."""
-    lines = [f"{report.n} answers", f"{'':26s}{'grader':>9s}{'cosine':>9s}",
-             f"{'3-way accuracy':26s}{report.accuracy3:9.3f}{report.baseline_accuracy3:9.3f}",
-             f"{'3-way macro-F1':26s}{report.macro_f1_3:9.3f}{report.baseline_macro_f1_3:9.3f}",
-             f"{'correct-vs-not accuracy':26s}{report.accuracy2:9.3f}{report.baseline_accuracy2:9.3f}",
-             f"{'correct-vs-not macro-F1':26s}{report.macro_f1_2:9.3f}{report.baseline_macro_f1_2:9.3f}",
+    prev = report.previous
+    head = f"{'':26s}{'grader':>9s}{'cosine':>9s}" + (f"{'previous':>10s}" if prev else "")
+
+    def row(name: str, now: float, cosine: float, key: str) -> str:
+        return f"{name:26s}{now:9.3f}{cosine:9.3f}" + (f"{prev[key]:10.3f}" if prev else "")
+
+    lines = [f"{report.n} answers", head,
+             row("3-way accuracy", report.accuracy3, report.baseline_accuracy3, "accuracy3"),
+             row("3-way macro-F1", report.macro_f1_3, report.baseline_macro_f1_3, "macro_f1_3"),
+             row("correct-vs-not accuracy", report.accuracy2, report.baseline_accuracy2, "accuracy2"),
+             row("correct-vs-not macro-F1", report.macro_f1_2, report.baseline_macro_f1_2, "macro_f1_2"),
+             f"correct answers told they hold a misconception: {report.correct_called_misconception}"
+             + (f" (previous: {prev['correct_called_misconception']})" if prev else ""),
              "(cosine thresholds chosen after the fact on this file: "
              f"2-way {report.baseline_thresholds['2way'][0]:.3f}, 3-way "
              + " / ".join(f"{t:.3f}" for t in report.baseline_thresholds["3way"]) + ")",
@@ -176,8 +198,9 @@ def format_report(report: EvalReport) -> str:
              f"{'':12s}" + "".join(f"{x:>11s}" for x in LABELS)]
     for t in LABELS:
         lines.append(f"{t:12s}" + "".join(f"{report.confusion[t][p]:11d}" for p in LABELS))
-    lines += ["", "per kind (n, accuracy)"]
-    lines += [f"  {k:18s}{n:5d}{acc:8.3f}" for k, (n, acc) in report.per_kind.items()]
+    lines += ["", "per kind (n, accuracy" + (", previous)" if prev else ")")]
+    lines += [f"  {k:18s}{n:5d}{acc:8.3f}" + (f"{prev['per_kind'][k][1]:10.3f}" if prev else "")
+              for k, (n, acc) in report.per_kind.items()]
     return "\n".join(lines)
 
 
@@ -196,7 +219,7 @@ def main() -> None:
     from ingest.embedder import SentenceTransformerEncoder
 
     path = Path(sys.argv[1]) if len(sys.argv) > 1 else DATA_DIR / "eval" / "dev.jsonl"
-    report = evaluate(path, SentenceTransformerEncoder())
+    report = evaluate(path, SentenceTransformerEncoder(), previous=True)
     print(format_report(report))
     if "-v" in sys.argv:
         for e in report.errors:

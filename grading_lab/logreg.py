@@ -48,3 +48,27 @@ def macro_f1(y_true: list[str], y_pred: list[str], labels: list[str]) -> float:
         fn = sum(1 for t, p in zip(y_true, y_pred, strict=True) if t == label and p != label)
         scores.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
     return float(np.mean(scores)) if scores else 0.0
+
+
+def fit_softmax(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Weights (classes x features) and biases of an L2-regularised multinomial logistic regression,
+    with balanced class weights, fitted by L-BFGS on standardised features."""
+    from scipy.optimize import minimize
+
+    n, d = x.shape
+    counts = np.bincount(y, minlength=classes).astype(float)
+    sample_w = n / (classes * np.maximum(counts, 1.0))[y]
+    onehot = np.eye(classes)[y]
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[: classes * d].reshape(classes, d), theta[classes * d:]
+        z = x @ w.T + b
+        z -= z.max(axis=1, keepdims=True)
+        log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        value = -float((sample_w[:, None] * onehot * log_p).sum()) + 0.5 * l2 * float((w * w).sum())
+        delta = sample_w[:, None] * (np.exp(log_p) - onehot)
+        grad = np.concatenate([(delta.T @ x + l2 * w).ravel(), delta.sum(axis=0)])
+        return value, grad
+
+    theta = minimize(loss, np.zeros(classes * (d + 1)), jac=True, method="L-BFGS-B").x
+    return theta[: classes * d].reshape(classes, d), theta[classes * d:]

@@ -89,8 +89,11 @@ def _export_onnx(model_dir: Path, target: Path) -> None:
         )
 
 
-def _optimise_and_quantise(raw: Path, target: Path, heads: int, hidden: int, tokenizer: Path) -> int:
-    """Fuse, scale the down-projections' outlier channels, quantise; returns the channels scaled."""
+def optimise_and_quantise(raw: Path, target: Path, heads: int, hidden: int, tokenizer: Path) -> int:
+    """Fuse, scale the down-projections' outlier channels, quantise; returns the channels scaled.
+
+    Any BERT-like export: the serving encoder's, and the pair judge's (grading_lab/judge_train.py).
+    """
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers.optimizer import optimize_model
@@ -218,7 +221,7 @@ def export_encoder(model: str, index_root: Path, force: bool = False) -> ExportR
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-export-", dir=folder.parent))
     try:
         _export_onnx(model_dir, tmp / "raw.onnx")
-        scaled = _optimise_and_quantise(tmp / "raw.onnx", tmp / ONNX_FILE, config.num_attention_heads,
+        scaled = optimise_and_quantise(tmp / "raw.onnx", tmp / ONNX_FILE, config.num_attention_heads,
                                         config.hidden_size, model_dir / "tokenizer.json")
         for name in ("raw.onnx", "fused.onnx"):
             (tmp / name).unlink(missing_ok=True)

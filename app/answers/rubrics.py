@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.answers.items import QuestionLike, item_for
 from app.db import transaction
 from app.grading import Rubric, prepare_many
+from app.grading.rubric import attach_neighbours
 from app.models import ACTIVE, LabelledExample, Question
 from ingest.embedder import Encoder
 from ingest.vectors import CachedEncoder, VectorCache
@@ -51,6 +52,7 @@ class RubricBook:
             rows = list(session.scalars(select(Question).where(Question.status == ACTIVE)))
             extra = accepted_examples(session, [r.id for r in rows])
         rubrics = prepare_many([item_for(r, extra.get(r.id)) for r in rows], self.encoder)
+        attach_neighbours(rubrics)
         with self._lock:
             self._rubrics = {r.id: rub for r, rub in zip(rows, rubrics, strict=True)}
             self._examples_seen = {r.id: len(extra.get(r.id, [])) for r in rows}
@@ -71,6 +73,8 @@ class RubricBook:
         extra = accepted_examples(session, [question.id]).get(question.id, [])
         (rubric,) = prepare_many([item_for(question, extra)], self.encoder)
         with self._lock:
+            old = self._rubrics.get(question.id)
+            rubric.neighbours = old.neighbours if old is not None else None
             self._rubrics[question.id] = rubric
             self._examples_seen[question.id] = count
         return rubric

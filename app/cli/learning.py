@@ -66,22 +66,55 @@ def grade(
 
 
 def evaluate(
-    file: Annotated[Path, typer.Argument(help="labelled answers (JSONL), e.g. data/eval/dev.jsonl")],
+    file: Annotated[Path | None, typer.Argument(help="labelled answers (JSONL), e.g. data/eval/dev.jsonl")] = None,
+    asag: Annotated[bool, typer.Option("--asag", help="the SemEval-2013 training splits, grouped by question")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="figures as JSON")] = False,
 ) -> None:
-    """Accuracy and macro-F1 (3-way and correct-vs-not), confusion matrix, per kind, plain-cosine beside."""
+    """Accuracy and macro-F1 (3-way and correct-vs-not), confusion matrix, per kind, plain cosine and the
+    previous grader version beside; or, with --asag, grouped cross-validation on the ASAG splits."""
     from grading_lab.evaluation import evaluate as run_eval
     from grading_lab.evaluation import format_report, summary
     from ingest.embedder import SentenceTransformerEncoder
 
-    if not file.is_file():
-        err.print(f"[red]no such file: {file}[/]")
+    if asag:
+        _asag_report(as_json)
+        return
+    if file is None or not file.is_file():
+        err.print(f"[red]no such file: {file}[/]" if file is not None else "[red]name a labelled file, or --asag[/]")
         raise typer.Exit(2)
-    report = run_eval(file, SentenceTransformerEncoder(get_settings().model))
+    report = run_eval(file, SentenceTransformerEncoder(get_settings().model), previous=True)
     if as_json:
         _print_json(summary(report))
     else:
         out.print(format_report(report))
+
+
+def _asag_report(as_json: bool) -> None:
+    """The similarity grader's and cosine's grouped CV on each ASAG split, and the pair judge's
+    figures on the ASAG questions held out of its own training (recorded in its manifest)."""
+    from grading_lab.asag import CORPORA, asag_crossval
+    from ingest.embedder import SentenceTransformerEncoder
+
+    encoder = SentenceTransformerEncoder(get_settings().model)
+    figures: dict[str, Any] = {}
+    for name in CORPORA:
+        r = asag_crossval(encoder, name)
+        figures[name] = {"folds": r.folds, "previous_grader_macro_f1_2": round(r.grader_f1, 4),
+                         "cosine_macro_f1_2": round(r.cosine_f1, 4),
+                         "cosine_oracle_macro_f1_2": round(r.cosine_oracle_f1, 4)}
+    manifest = json.loads((get_settings().judge_dir / "judge.json").read_text(encoding="utf-8"))
+    figures["pair_judge_held_out"] = manifest.get("asag_heldout")
+    if as_json:
+        _print_json(figures)
+        return
+    for name in CORPORA:
+        f = figures[name]
+        out.print(f"{name:12s} {f['folds']}-fold CV by question, correct-vs-not macro-F1: previous grader "
+                  f"{f['previous_grader_macro_f1_2']:.3f}, cosine {f['cosine_macro_f1_2']:.3f} "
+                  f"(oracle threshold {f['cosine_oracle_macro_f1_2']:.3f})")
+    held = figures["pair_judge_held_out"]
+    out.print(f"pair judge on ASAG questions held out of its training: {held}" if held else
+              "pair judge: no held-out figures in its manifest (`tutor models train-judge --holdout 0 --out DIR`)")
 
 
 @appeals_app.command("list")

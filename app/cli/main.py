@@ -23,7 +23,7 @@ from worker.cli import worker_command
 app = typer.Typer(help="GPU Tutor: a tutor for multi-GPU computing and distributed training.", no_args_is_help=True)
 bank_app = typer.Typer(help="Inspect the question bank.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
-models_app = typer.Typer(help="The serving encoder.", no_args_is_help=True)
+models_app = typer.Typer(help="The serving encoder and the grader's pair judge.", no_args_is_help=True)
 app.add_typer(bank_app, name="bank")
 app.add_typer(db_app, name="db")
 app.add_typer(models_app, name="models")
@@ -47,10 +47,13 @@ def _runtime(settings: Settings | None = None) -> Runtime:
 
 @app.command()
 def ingest(
-    paths: Annotated[list[Path] | None, typer.Argument(help="files or folders (default: data/raw)")] = None,
+    paths: Annotated[
+        list[Path] | None,
+        typer.Argument(help="files or folders; a .md file is a study note (default: data/raw and data/notes)"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
-    """Parse quiz documents into the bank and rebuild the vector index (only what changed)."""
+    """Parse quiz documents and study notes into the bank and rebuild the vector index (only what changed)."""
     from app.answers.rubrics import embed_rubric_texts
     from ingest.embedder import model_id_for
     from ingest.pipeline import IngestConfig, run_ingest
@@ -90,9 +93,9 @@ def ingest(
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        summary = run_ingest(
-            paths or [settings.raw_path], runtime.factory, model_id_for(settings.model), encoder, config, progress
-        )
+        # The notes folder is read when there is one: a data folder without notes is still a bank.
+        default = [settings.raw_path, *([settings.notes_path] if settings.notes_path.is_dir() else [])]
+        summary = run_ingest(paths or default, runtime.factory, model_id_for(settings.model), encoder, config, progress)
     runtime.close()
     if settings.export_onnx and summary.questions:
         _export(settings.model, settings.index_path, force=False, quiet=as_json)
@@ -107,11 +110,13 @@ def ingest(
 def _print_summary(data: dict[str, Any]) -> None:
     out.print(
         f"[bold]{data['questions']}[/] questions: {data['added']} added, {data['updated']} updated, "
-        f"{data['unchanged']} unchanged, {data['retired']} retired; {data['embedded']} texts embedded; "
-        f"index {data['index_version']}"
+        f"{data['unchanged']} unchanged, {data['retired']} retired; {data['passages']} note passages: "
+        f"{data['passages_added']} added, {data['passages_updated']} updated, {data['passages_retired']} retired; "
+        f"{data['embedded']} texts embedded; index {data['index_version']}"
     )
     for doc in data["documents"]:
-        out.print(f"  {doc['file']}: {doc['layout'] or 'not used'}, {doc['questions']} questions")
+        what = f"{doc['passages']} passages" if "passages" in doc else f"{doc['questions']} questions"
+        out.print(f"  {doc['file']}: {doc['layout'] or 'not used'}, {what}")
     for issue in data["skipped"]:
         err.print(f"[red]skipped[/] {issue['file']}:{issue['line']}: {issue['reason']}")
     for issue in data["ignored"]:
@@ -244,6 +249,34 @@ def models_export(force: Annotated[bool, typer.Option(help="export again even if
     """Export the configured model to a fused, int8-quantised ONNX encoder beside the index."""
     settings = get_settings()
     _export(settings.model, settings.index_path, force=force, quiet=False)
+
+
+@models_app.command("train-judge")
+def models_train_judge(
+    epochs: Annotated[int | None, typer.Option(help="passes over the training pairs (default: the recipe's)")] = None,
+    holdout: Annotated[int | None, typer.Option(
+        help="leave out this fold (0-4, by question) of the ASAG pairs and report the judge on it")] = None,
+    out: Annotated[Path | None, typer.Option(help="where to write the judge (default: models/judge/)")] = None,
+    measure: Annotated[bool, typer.Option(help="first train without ASAG fold 0 and report on it")] = True,
+) -> None:
+    """Rebuild the grader's pair judge from data in the repository, with a fixed seed."""
+    from dataclasses import replace
+
+    from grading_lab.judge_train import JUDGE_DIR, Recipe, train_judge
+
+    recipe = replace(Recipe(), holdout=holdout)
+    if epochs is not None:
+        recipe = replace(recipe, epochs=epochs)
+    if holdout is not None and out is None:
+        err.print("[red]a held-out run needs --out: the shipped judge is trained on every fold[/]")
+        raise typer.Exit(2)
+    target = out or JUDGE_DIR
+    manifest = train_judge(target, recipe, log=err.print, measure=measure)
+    out_line = (f"pair judge written to {target}: {manifest['pairs']['total']} pairs, int8 agrees with PyTorch on "
+                f"{manifest['int8_vs_pytorch']['same_label']:.1%} of a check sample")
+    if "asag_heldout" in manifest:
+        out_line += f"; held out: {json.dumps(manifest['asag_heldout'])}"
+    typer.echo(out_line)
 
 
 @db_app.command("upgrade")

@@ -11,6 +11,7 @@ from fastapi import APIRouter, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import Connection, insert
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from app.deps import RuntimeDep, SessionDep
 from app.errors import UnavailableError
@@ -119,9 +120,9 @@ async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> Gr
         raise UnavailableError("the grader did not answer in time; retry in a moment", retry_after=5) from exc
     if isinstance(outcome, Continued):
         result, attempts, written = outcome.value
-    else:
-        (result,), attempts = prepared.finish(outcome)
-        written = False
+    else:  # graded on a worker thread: the pair judge's pass would hold the event loop
+        results, attempts = await run_in_threadpool(prepared.finish, outcome)
+        result, written = results[0], False
     if not written:
         await _store(runtime, key, "grade", 1, attempts)
     return GradingResponse(result)

@@ -233,4 +233,5 @@ async def grade_items(
     what the runtime's caches do not hold.
     """
     prepared = await prepare_items(bank, key, items, strict=strict)
-    return prepared.finish(await encode(prepared.encoder, prepared.texts))
+    vectors = await encode(prepared.encoder, prepared.texts)
+    return await run_in_threadpool(prepared.finish, vectors)  # the pair judge's pass, off the event loop

@@ -9,7 +9,9 @@ import numpy as np
 
 from app.grading.checks import is_evasive, is_keyword_list, strip_injection
 from app.grading.choice import exact_match, is_bare_letter
-from app.grading.judge import caught, judge
+from app.grading.decision import VERDICTS, Decision, feature_vector, load_decision
+from app.grading.judge import Evidence, caught, decision_feedback, evidence, judge, result_fields
+from app.grading.pairjudge import PairJudge, default_judge
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, load_model, signals
 from app.grading.text import content_stems
@@ -93,6 +95,87 @@ def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralMo
     return GradeResult(**judge(rubric, pending.text, vec, pending.flags, model))
 
 
+# Checks that are cheap and sure: an answer they flag is incorrect whatever the decision weighs
+# (a bare list of terms; an evasion or the question restated; nothing in common with the question's
+# material; much nearer another bank question's accepted answer than this one's).
+SURE_FLAGS = frozenset({"keyword_list", "evasive", "off_topic", "other_question"})
+
+Judged = tuple[Evidence, np.ndarray, np.ndarray]  # evidence; judge on accepted answers; on wrong options
+
+
+@dataclass
+class Graders:
+    """What the learned decision needs beside the encoder: the similarity model, the pair judge, the
+    decision's weights. `rules=True` grades by the previous rule stack instead (for comparison)."""
+
+    model: GeneralModel | None = None
+    judge: PairJudge | None = None
+    decision: Decision | None = None
+    rules: bool = False
+
+
+def _judged(rubrics: list[Rubric], texts: list[str], evs: list[Evidence],
+            judge_model: PairJudge) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per answer, the judge's probabilities against its nearest accepted answer and, when the
+    similarity evidence points at a wrong option, against that option.
+
+    One pass per answer, two for a suspected misconception: the judge costs about as much as the
+    encode again (`bench/bench_api.py`), so it reads only the pairs the decision uses. Each answer
+    is its own call: int8 activations are scaled per call, so a batch-mate would shift the result,
+    and an answer's verdict must not depend on who else was graded at the same moment.
+    """
+    out = []
+    for rubric, text, ev in zip(rubrics, texts, evs, strict=True):
+        item = rubric.item
+        triples = [(item.question, item.reference_answers[ev.sig.ref.best], text)]
+        if ev.wrong is not None:
+            triples.append((item.question, ev.wrong, text))
+        probs = judge_model.probabilities(triples)
+        out.append((probs[:1], probs[1:]))
+    return out
+
+
+def vetoed(ev: Evidence) -> bool:
+    """Whether a sure check settles the answer as incorrect, whatever the decision weighs."""
+    return ev.adopted is None and any(f in SURE_FLAGS for f in ev.flags)
+
+
+def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> np.ndarray:
+    """The learned decision's features for one answer (grading_lab/decision_fit.py fits on these)."""
+    judge_wrong = float(on_wrongs[0, 0]) if len(on_wrongs) else 0.0
+    return feature_vector(ev.z_correct, ev.z_partial, on_refs[0], judge_wrong, set(ev.flags), ev.one_side,
+                          ev.unsupported, ev.other_margin)
+
+
+def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray,
+           decision: Decision) -> GradeResult:
+    """The verdict of the learned decision, with the evidence it rests on."""
+    judge_ref = on_refs[0]
+    judge_wrong = float(on_wrongs[0, 0]) if len(on_wrongs) else 0.0
+    probs = decision.probabilities(decision_input(ev, on_refs, on_wrongs))
+    sure = vetoed(ev)
+    verdict = ev.adopted or ("incorrect" if sure else VERDICTS[int(np.argmax(probs))])
+    flags = list(ev.flags)
+    if verdict == "partial" and ev.unsupported:  # partial credit needs something to rest on
+        verdict, sure = "incorrect", True
+        flags.append("off_topic")
+    p_c, p_p = float(probs[0]), float(probs[1])
+    # A misconception is named only when the judge reads the answer as that wrong option's claim
+    # more surely than as the accepted answer's (the similarity evidence alone only nominates it).
+    wrong = None
+    if verdict != "correct" and ev.wrong is not None and judge_wrong > float(judge_ref[0]):
+        wrong = ev.wrong
+    flags = [f for f in flags if f != "misconception"] + (["misconception"] if wrong else [])
+    confidence = float(probs[VERDICTS.index(verdict)]) if ev.adopted is None else 0.95
+    if sure:
+        p_c, p_p, confidence = min(p_c, 0.1), min(p_p, 0.1), max(confidence, 0.9)
+    reference = rubric.item.reference_answers[ev.sig.ref.best]
+    fields = result_fields(rubric, ev, verdict, p_c + 0.5 * p_p, confidence, flags, decision.version, wrong)
+    fields["feedback"] = decision_feedback(verdict, fields["flags"], ev, wrong, fields["missing_ideas"], text,
+                                           reference)
+    return GradeResult(**fields)
+
+
 def decided(rubric: Rubric, answer: str, vec: np.ndarray) -> bool:
     """Whether the checks alone settle this answer's verdict (the general model is not asked)."""
     pending = _precheck(rubric, answer, None)
@@ -102,13 +185,9 @@ def decided(rubric: Rubric, answer: str, vec: np.ndarray) -> bool:
 
 
 def grade(rubric: Rubric, answer: str, encoder: Encoder, *, choice: str | None = None,
-          model: GeneralModel | None = None) -> GradeResult:
+          graders: Graders | None = None) -> GradeResult:
     """Grade one answer with at most one encoder call (none for exact options or rejections)."""
-    pending = _precheck(rubric, answer, choice)
-    if pending.result is not None:
-        return pending.result
-    vec = encoder.encode([pending.text])[0]
-    return _finish(rubric, pending, vec, model or load_model())
+    return grade_many([rubric], [answer], encoder, choices=[choice], graders=graders)[0]
 
 
 @dataclass
@@ -128,15 +207,34 @@ class Plan:
         """The answers to encode, in order."""
         return [self.pendings[i].text for i in self.todo]
 
-    def finish(self, vecs: np.ndarray, model: GeneralModel | None = None) -> list[GradeResult]:
+    def evidence(self, vecs: np.ndarray, graders: Graders | None = None) -> list[Judged]:
+        """For each answer of `texts`: the checks' evidence, and the judge's probabilities against the
+        accepted answers and the wrong options."""
+        graders = graders or Graders()
+        model = graders.model or load_model()
+        rubrics = [self.rubrics[i] for i in self.todo]
+        texts = self.texts
+        evs = [evidence(r, t, v, self.pendings[i].flags, model)
+               for r, t, v, i in zip(rubrics, texts, vecs, self.todo, strict=True)]
+        judged = _judged(rubrics, texts, evs, graders.judge or default_judge())
+        return [(ev, on_refs, on_wrongs) for ev, (on_refs, on_wrongs) in zip(evs, judged, strict=True)]
+
+    def finish(self, vecs: np.ndarray, graders: Graders | None = None) -> list[GradeResult]:
         """Every answer's result, given the vectors of `texts`."""
         if len(vecs) != len(self.todo):
             raise ValueError(f"expected {len(self.todo)} vectors, got {len(vecs)}")
+        graders = graders or Graders()
         results: list[GradeResult | None] = [p.result for p in self.pendings]
         if self.todo:
-            model = model or load_model()
-            for vec, i in zip(vecs, self.todo, strict=True):
-                results[i] = _finish(self.rubrics[i], self.pendings[i], vec, model)
+            model = graders.model or load_model()
+            if graders.rules:
+                for vec, i in zip(vecs, self.todo, strict=True):
+                    results[i] = _finish(self.rubrics[i], self.pendings[i], vec, model)
+            else:
+                decision = graders.decision or load_decision()
+                for i, text, (ev, on_refs, on_wrongs) in zip(self.todo, self.texts, self.evidence(vecs, graders),
+                                                              strict=True):
+                    results[i] = decide(self.rubrics[i], text, ev, on_refs, on_wrongs, decision)
         return [r for r in results if r is not None]
 
 
@@ -150,9 +248,9 @@ def plan_many(rubrics: list[Rubric], answers: list[str], choices: list[str | Non
 
 
 def grade_many(rubrics: list[Rubric], answers: list[str], encoder: Encoder, *,
-               choices: list[str | None] | None = None, model: GeneralModel | None = None) -> list[GradeResult]:
+               choices: list[str | None] | None = None, graders: Graders | None = None) -> list[GradeResult]:
     """Grade answers (paired with rubrics, and choices when given) using one batched encoder call."""
     plan = plan_many(rubrics, answers, choices)
     texts = plan.texts
     vecs = encoder.encode(texts) if texts else np.zeros((0, encoder.dim), dtype=np.float32)
-    return plan.finish(vecs, model)
+    return plan.finish(vecs, graders)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,10 @@ UNSURE = 0.65  # confidence below which the verdict is flagged unsure
 WRONG_MARGIN = 0.1  # how much nearer a wrong option must be than the accepted answer
 WRONG_WORDS = 0.25  # and the share of the wrong option's (weighted) words the answer must use
 OFF_TOPIC = 0.2  # an answer this far (cosine) from the references and the question is off topic
+# An answer this much nearer (cosine) to another question's accepted answer than to this one's, and
+# at least OTHER_FLOOR near it, is flagged as answering that question (the feedback names it).
+OTHER_MARGIN = 0.1
+OTHER_FLOOR = 0.5
 _BLOCKING = ("evasive", "roles_swapped", "negation_mismatch", "keyword_list", "off_topic",
              "misconception")
 
@@ -120,31 +126,60 @@ def _unsupported(sig: Signals) -> bool:
     return weak_words and (best < UNSUPPORTED_SIM or off_subject)
 
 
-def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
-          model: GeneralModel) -> dict[str, Any]:
-    """The fields of a GradeResult for an answer whose vectors are known."""
+@dataclass
+class Evidence:
+    """Everything the checks and the similarity model say about one answer, before a verdict."""
+
+    sig: Signals
+    z_correct: float  # the similarity model's logits, with the question's offsets and example evidence
+    z_partial: float
+    flags: list[str]
+    wrong: str | None  # the wrong option the answer states, if any
+    adopted: str | None  # the label of a near-identical labelled example, if any
+    one_side: bool  # a two-sided reference answered about only some of its subjects
+    unsupported: bool  # partial credit would have nothing to rest on
+    other_margin: float  # how much nearer another question's accepted answer is than this one's
+    other_question: str | None  # that question, when the answer is flagged as answering it
+
+
+def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model: GeneralModel) -> Evidence:
+    """The checks and the similarity model's logits for an answer whose vector is known."""
     stems = content_stems(text)
     sig = signals(rubric, vec, text, stems)
     z_ref, z_p_raw = model.logits(sig.ref.features)
     ev_c, ev_p, adopted = _example_evidence(rubric, sig)
-    z_c = z_ref + rubric.offset_correct + ev_c
-    z_p = z_p_raw + rubric.offset_partial + ev_p
     flags = [*flags, *_flags(rubric, text, sig, len(stems))]
     wrong = _misconception(rubric, sig, sig.stems)
     if wrong is not None:
         flags.append("misconception")
-    p_c = _sigmoid(z_c)
-    p_p = p_c + (1 - p_c) * _sigmoid(z_p)  # P(at least partial) from the conditional head
-    blocked = adopted is None and any(f in _BLOCKING for f in flags)
-    if adopted is not None:
-        verdict = adopted
+    other_sim, other = (rubric.neighbours.nearest_other(vec, rubric.item.key) if rubric.neighbours is not None
+                        else (0.0, None))
+    margin = other_sim - max(sig.ref.sims, default=0.0) if other is not None else 0.0
+    answers_other = margin >= OTHER_MARGIN and other_sim >= OTHER_FLOOR
+    if answers_other:
+        flags.append("other_question")
+    return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
+                    adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
+                    other if answers_other else None)
+
+
+def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
+          model: GeneralModel) -> dict[str, Any]:
+    """The fields of a GradeResult by the rule stack (grader-1.4: thresholds and vetoes in order)."""
+    ev = evidence(rubric, text, vec, flags, model)
+    flags = list(ev.flags)
+    p_c = _sigmoid(ev.z_correct)
+    p_p = p_c + (1 - p_c) * _sigmoid(ev.z_partial)  # P(at least partial) from the conditional head
+    blocked = ev.adopted is None and any(f in _BLOCKING for f in flags)
+    if ev.adopted is not None:
+        verdict = ev.adopted
     elif blocked:
         verdict = "incorrect"
     else:
-        verdict = "correct" if z_c >= 0 else "partial" if z_p >= 0 else "incorrect"
-        if verdict == "correct" and subjects_missing(text, rubric.clauses):
+        verdict = "correct" if ev.z_correct >= 0 else "partial" if ev.z_partial >= 0 else "incorrect"
+        if verdict == "correct" and ev.one_side:
             verdict = "partial"  # only one side of a two-sided answer
-        if verdict == "partial" and _unsupported(sig):
+        if verdict == "partial" and ev.unsupported:
             verdict = "incorrect"
             flags.append("off_topic")
     score = 0.5 * (p_c + p_p)
@@ -152,23 +187,30 @@ def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
                   "incorrect": 1 - p_p}[verdict]
     if blocked:
         score, confidence = min(score, 0.25), max(confidence, 0.75)
+    return result_fields(rubric, ev, verdict, score, confidence, flags, GRADER_VERSION, ev.wrong)
+
+
+def result_fields(rubric: Rubric, ev: Evidence, verdict: str, score: float, confidence: float, flags: list[str],
+                  version: str, wrong: str | None) -> dict[str, Any]:
+    """A GradeResult's fields: the verdict with the ideas covered and missing, and feedback."""
     confidence = float(min(1.0, max(0.0, confidence)))
     if confidence < UNSURE:
-        flags.append("unsure")
-    ideas = rubric.ideas[sig.ref.best] if rubric.ideas else []
-    covered = [i for i in ideas if idea_covered(i, sig.stems, rubric.item.question)]
+        flags = [*flags, "unsure"]
+    ideas = rubric.ideas[ev.sig.ref.best] if rubric.ideas else []
+    covered = [i for i in ideas if idea_covered(i, ev.sig.stems, rubric.item.question)]
+    missing = [i for i in ideas if i not in covered]
     public_flags = [f for f in flags if f != "misconception"]
     return {
         "verdict": verdict,
         "score": round(float(score), 4),
         "confidence": round(confidence, 4),
-        "matched_answer": rubric.item.reference_answers[sig.ref.best],
+        "matched_answer": rubric.item.reference_answers[ev.sig.ref.best],
         "matched_misconception": wrong,
         "covered_ideas": covered,
-        "missing_ideas": [i for i in ideas if i not in covered],
+        "missing_ideas": missing,
         "flags": public_flags,
-        "feedback": feedback(verdict, public_flags, wrong, [i for i in ideas if i not in covered]),
-        "grader_version": GRADER_VERSION,
+        "feedback": feedback(verdict, public_flags, wrong, missing),
+        "grader_version": version,
     }
 
 
@@ -190,3 +232,28 @@ def feedback(verdict: str, flags: list[str], wrong: str | None, missing: list[st
     if verdict == "partial":
         return "Partly right, but incomplete." + hint
     return "Not correct." + hint
+
+
+NEGATORS = re.compile(
+    r"\b(not|no|never|none|nothing|neither|nor|without|cannot|can't|doesn't|don't|isn't|aren't|won't|"
+    r"wouldn't|didn't|hasn't|haven't|only its own|nobody)\b", re.IGNORECASE)
+
+
+def decision_feedback(verdict: str, flags: list[str], ev: Evidence, wrong: str | None, missing: list[str],
+                      answer: str, reference: str) -> str:
+    """Feedback that says what is wrong, quoting what it rests on: the other question the answer
+    answers, the wrong option it states, the words that reverse or deny the accepted answer."""
+    if verdict == "correct":
+        return "Correct." + (" Unsure about the wording, though." if "unsure" in flags else "")
+    if ev.other_question is not None:
+        return f'This answers a different question ("{ev.other_question}"), not the one asked.'
+    if wrong is not None:
+        return f'This matches a common misconception: "{wrong}". Compare it with the accepted answer.'
+    if "roles_swapped" in flags:
+        return f'You have reversed which one does what; the accepted answer says: "{reference}".'
+    cue = NEGATORS.search(answer)
+    if verdict == "incorrect" and cue is not None and not NEGATORS.search(reference):
+        return f'This says the opposite of the accepted answer ("{reference}"): see "{cue.group(0)}".'
+    if "negation_mismatch" in flags:
+        return f'Your answer denies the key point; the accepted answer says: "{reference}".'
+    return feedback(verdict, flags, None, missing)

@@ -29,6 +29,43 @@ class GradingItem:
     key: str | None = None
 
 
+@dataclass(frozen=True)
+class Neighbours:
+    """Every question of a bank by its accepted answers' vectors: what an answer to another question is near."""
+
+    keys: list[str | None]  # the question of each row
+    questions: list[str]
+    vecs: np.ndarray  # one row per accepted answer of every question
+
+    @classmethod
+    def of(cls, rubrics: list[Rubric]) -> Neighbours:
+        """The neighbours of a whole bank, from its rubrics' accepted-answer vectors."""
+        keys, questions, rows = [], [], []
+        for rubric in rubrics:
+            for vec in rubric.ref_vecs:
+                keys.append(rubric.item.key)
+                questions.append(rubric.item.question)
+                rows.append(vec)
+        vecs = np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
+        return cls(keys, questions, vecs)
+
+    def nearest_other(self, vec: np.ndarray, own: str | None) -> tuple[float, str | None]:
+        """The closest accepted answer of another question: its cosine and that question's text."""
+        others = [i for i, key in enumerate(self.keys) if key != own]
+        if own is None or not others:
+            return 0.0, None
+        sims = self.vecs[others] @ vec
+        best = int(np.argmax(sims))
+        return float(sims[best]), self.questions[others[best]]
+
+
+def attach_neighbours(rubrics: list[Rubric]) -> None:
+    """Give each rubric of a bank the bank's neighbours (for the 'answers another question' evidence)."""
+    neighbours = Neighbours.of(rubrics)
+    for rubric in rubrics:
+        rubric.neighbours = neighbours
+
+
 @dataclass
 class Rubric:
     """An item with its vectors, key ideas, role clauses and calibrated offsets. Serialisable."""
@@ -49,6 +86,8 @@ class Rubric:
     offset_correct: float = 0.0
     offset_partial: float = 0.0
     version: str = GRADER_VERSION
+    # The other questions of the rubric's bank (not stored with it: set by `attach_neighbours`).
+    neighbours: Neighbours | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def wrong_own_stems(self) -> list[list[str]]:

@@ -23,6 +23,8 @@ from app.db import (
     upgrade,
 )
 from app.errors import UnavailableError
+from app.grading.decision import load_decision
+from app.grading.pairjudge import load_judge, use_judge
 from app.keys.service import Caller
 from app.models import BankState
 from app.serving.aio import SingleFlight
@@ -132,6 +134,10 @@ class Runtime:
                     raise UnavailableError("database schema is not up to date; run `tutor ingest`")
                 if self.encoder is None:
                     self.encoder = batched(self.settings, self.encoder_factory(self.settings))
+                # The grader's pair judge and decision, loaded (and the judge's files checked against
+                # its manifest) before the service says it is ready.
+                use_judge(load_judge(self.settings.judge_dir))
+                load_decision()
                 version = self._live_version()
                 if version is None:
                     raise UnavailableError("the bank is empty: run `tutor ingest` first")

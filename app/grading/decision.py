@@ -1,0 +1,91 @@
+"""One learned decision: the similarity evidence, the cheap checks and the pair judge, weighed together.
+
+The grader's older rule stack (app/grading/judge.py: a similarity model, then hand-set thresholds
+and vetoes) read every signal on its own. Here they are the inputs of one multinomial logistic
+regression over correct / partial / incorrect, fitted on the labelled dev set by
+`python -m grading_lab.decision_fit` (grouped by question for its cross-validated figures) and
+committed as decision.json beside this file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+VERDICTS = ("correct", "partial", "incorrect")
+DECISION_PATH = Path(__file__).with_name("decision.json")
+
+FEATURES = (
+    "z_correct",  # the similarity model's correct logit, with the question's offset and example evidence
+    "z_partial",  # its at-least-partial logit
+    "judge_correct",  # log P(correct) of the pair judge, against the accepted answer it likes best
+    "judge_partial",  # log P(partial) there
+    "judge_incorrect",  # log P(incorrect) there
+    "judge_wrong",  # the judge's best P(correct) against a known wrong option (0 without any)
+    "negation",  # the checks' flags, 0 or 1
+    "roles_swapped",
+    "keyword_list",
+    "off_topic",
+    "misconception",
+    "evasive",
+    "too_short",
+    "one_side",  # a two-sided answer about only one side
+    "unsupported",  # no word of an accepted answer, and not close to one
+    "other_margin",  # how much nearer another bank question's accepted answer is than this one's
+)
+FLAG_FEATURES = FEATURES[6:13]
+FLAG_OF = {"negation": "negation_mismatch"}  # the checks' own name, where it differs
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Weights of the multinomial logistic regression over FEATURES."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray  # (len(VERDICTS), len(FEATURES))
+    bias: np.ndarray  # (len(VERDICTS),)
+    version: str
+
+    def probabilities(self, x: np.ndarray) -> np.ndarray:
+        """P(correct), P(partial), P(incorrect) of one feature vector (or a matrix of them, by rows)."""
+        z = ((x - self.mean) / self.scale) @ self.weights.T + self.bias
+        z = z - z.max(axis=-1, keepdims=True)
+        e = np.exp(z)
+        out: np.ndarray = e / e.sum(axis=-1, keepdims=True)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON stored in decision.json."""
+        return {"version": self.version, "features": list(FEATURES), "verdicts": list(VERDICTS),
+                "mean": self.mean.tolist(), "scale": self.scale.tolist(),
+                "weights": self.weights.tolist(), "bias": self.bias.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Decision:
+        """Inverse of to_dict; refuses a file fitted on other features."""
+        if tuple(d["features"]) != FEATURES or tuple(d["verdicts"]) != VERDICTS:
+            raise ValueError("decision.json was fitted on other features; run `python -m grading_lab.decision_fit`")
+        arr = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
+        return cls(arr(d["mean"]), arr(d["scale"]), arr(d["weights"]), arr(d["bias"]), str(d["version"]))
+
+
+@lru_cache(maxsize=4)
+def load_decision(path: Path = DECISION_PATH) -> Decision:
+    """The committed decision."""
+    return Decision.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def feature_vector(z_correct: float, z_partial: float, judge_ref: np.ndarray, judge_wrong: float,
+                   flags: set[str], one_side: bool, unsupported: bool, other_margin: float) -> np.ndarray:
+    """The decision's input for one answer."""
+    logs = [math.log(max(float(p), 1e-6)) for p in judge_ref]
+    flag_bits = [1.0 if FLAG_OF.get(name, name) in flags else 0.0 for name in FLAG_FEATURES]
+    return np.array([z_correct, z_partial, *logs, judge_wrong, *flag_bits, float(one_side), float(unsupported),
+                     max(-0.5, other_margin)], dtype=np.float64)

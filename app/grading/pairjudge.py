@@ -1,0 +1,135 @@
+"""The pair judge: a cross-encoder that reads an accepted answer and a learner's answer together.
+
+Sentence vectors barely see a negation or two swapped roles ("sync SGD waits, async does not"
+against the reverse scores about as close as a paraphrase). The judge reads both texts word by
+word, as one input, and gives P(correct), P(partial), P(incorrect). It is MiniLM fine-tuned by
+`tutor models train-judge` (grading_lab/judge_train.py) and served as int8 ONNX with onnxruntime
+(no PyTorch); the manifest records how it was made, and the files are checked against the
+manifest's hashes when it is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.config import Settings
+
+JUDGE_LABELS = ("correct", "partial", "incorrect")
+MANIFEST = "judge.json"
+ONNX_FILE = "judge-int8.onnx"
+MAX_LENGTH = 160  # tokens of (accepted answer + question, answer) the judge reads
+
+
+class JudgeArtifactError(RuntimeError):
+    """The judge's files are missing, or do not match the hashes in its manifest."""
+
+
+def pair_text(question: str, reference: str) -> str:
+    """The first text the judge reads: the accepted answer, then the question (cut first when long)."""
+    return f"{reference} (question: {question})"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_judge_manifest(folder: Path) -> dict[str, Any]:
+    """The judge's manifest, after checking the model and tokenizer files against its hashes."""
+    try:
+        manifest: dict[str, Any] = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise JudgeArtifactError(f"no pair judge in {folder.name}/ (run `tutor models train-judge`)") from exc
+    for name, key in ((ONNX_FILE, "onnx_sha256"), ("tokenizer.json", "tokenizer_sha256")):
+        path = folder / name
+        if not path.is_file():
+            raise JudgeArtifactError(f"the pair judge's {name} is missing")
+        if _sha256(path) != manifest.get(key):
+            raise JudgeArtifactError(f"the pair judge's {name} does not match its manifest (damaged or replaced)")
+    return manifest
+
+
+class PairJudge:
+    """P(correct), P(partial), P(incorrect) of answers, each read together with one accepted answer."""
+
+    def __init__(self, folder: Path, threads: int | None = None) -> None:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.manifest = read_judge_manifest(folder)
+        if tuple(self.manifest.get("labels", ())) != JUDGE_LABELS:
+            raise JudgeArtifactError(f"the pair judge's labels {self.manifest.get('labels')} are not {JUDGE_LABELS}")
+        self.version = f"{self.manifest['recipe']['version']}@{self.manifest['onnx_sha256'][:12]}"
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        padding = tokenizer.padding
+        self._pad_id = int(padding["pad_id"]) if padding else 0
+        tokenizer.no_padding()
+        max_length = int(self.manifest.get("max_length", MAX_LENGTH))
+        # As in training: the first text (accepted answer, then question) is cut. An answer too long
+        # to fit even alone is cut too (the longer of the two first), by a second tokenizer.
+        tokenizer.enable_truncation(max_length=max_length, strategy="only_first")
+        fallback = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        fallback.no_padding()
+        fallback.enable_truncation(max_length=max_length, strategy="longest_first")
+        self._tokenizer, self._fallback = tokenizer, fallback
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = ort.InferenceSession(str(folder / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
+
+    def probabilities(self, triples: Sequence[tuple[str, str, str]]) -> np.ndarray:
+        """One row of JUDGE_LABELS probabilities per (question, accepted answer, answer)."""
+        if not triples:
+            return np.zeros((0, len(JUDGE_LABELS)), dtype=np.float32)
+        pairs = [(pair_text(q, r), a) for q, r, a in triples]
+        try:
+            encodings = self._tokenizer.encode_batch(pairs)
+        except Exception:  # the tokenizers library raises a bare Exception when `only_first` cannot fit
+            encodings = self._fallback.encode_batch(pairs)
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            ids[row, :n], mask[row, :n], types[row, :n] = e.ids, e.attention_mask, e.type_ids
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        logits = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (shifted / shifted.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+@lru_cache(maxsize=2)
+def load_judge(folder: Path) -> PairJudge:
+    """The judge in a folder, loaded once per process."""
+    return PairJudge(folder)
+
+
+_configured: list[PairJudge] = []  # the process's judge, once chosen
+
+
+def use_judge(judge: PairJudge) -> None:
+    """Make this the judge that grading uses when it is given none (the runtime's, when it loads)."""
+    _configured[:] = [judge]
+
+
+def default_judge() -> PairJudge:
+    """The process's judge: the runtime's, or else the one `TUTOR_JUDGE_DIR` names (by default the
+    committed models/judge/), read once. Grading never reads the settings itself."""
+    if not _configured:
+        use_judge(load_judge(Settings().judge_dir))
+    return _configured[0]

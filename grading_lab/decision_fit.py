@@ -1,0 +1,133 @@
+"""Fit the grader's learned decision on the dev set: `python -m grading_lab.decision_fit`.
+
+The decision (app/grading/decision.py) weighs the similarity evidence, the checks and the pair
+judge. It is fitted on the labelled dev set, whose answers the judge never saw; its figures are
+cross-validated with folds grouped by question (a question's answers are all in one fold), so a
+figure never comes from a question the fit has seen. The blind set is not read here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.grading import Graders, Rubric, plan_many, prepare_many
+from app.grading.decision import DECISION_PATH, VERDICTS, Decision
+from app.grading.grader import Judged, decide, decision_input, vetoed
+from app.grading.pairjudge import default_judge
+from app.grading.rubric import attach_neighbours
+from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_items
+from grading_lab.logreg import fit_softmax, macro_f1, standardiser
+from ingest.embedder import Encoder
+
+L2 = 1.0
+FOLDS = 7
+SEED = 13
+
+
+@dataclass
+class Dataset:
+    """Decision features of the labelled answers the checks leave open, with labels and groups."""
+
+    x: np.ndarray
+    y: np.ndarray  # index into VERDICTS
+    groups: list[str]  # the question of each row
+    kinds: list[str]
+    fixed: list[tuple[str, str, str]]  # (label, verdict, kind) of answers the checks settle alone
+    cases: list[tuple[Rubric, str, Judged]]  # what `decide` needs of each row
+    learn: np.ndarray  # rows the decision weighs (the rest a sure check or a labelled example settles)
+
+
+def dataset(path: Path, encoder: Encoder, graders: Graders | None = None) -> Dataset:
+    """Every labelled answer of a file, as the decision sees it."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    items = bank_items()
+    memo = MemoEncoder(encoder)
+    keys = sorted(items)
+    rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], memo), strict=True))
+    attach_neighbours(list(rubrics.values()))
+    plan = plan_many([rubrics[(r["file"], int(r["number"]))] for r in rows], [r["answer"] for r in rows])
+    vecs = memo.encode(plan.texts) if plan.texts else np.zeros((0, encoder.dim), dtype=np.float32)
+    judged = plan.evidence(vecs, graders)
+    x = np.array([decision_input(ev, on_refs, on_wrongs) for ev, on_refs, on_wrongs in judged])
+    todo = plan.todo
+    cases = [(plan.rubrics[i], text, j) for i, text, j in zip(todo, plan.texts, judged, strict=True)]
+    learn = np.array([not vetoed(ev) and ev.adopted is None for ev, _, _ in judged])
+    y = np.array([VERDICTS.index(rows[i]["label"]) for i in todo])
+    fixed = [(r["label"], p.result.verdict, r.get("kind", "?")) for r, p in zip(rows, plan.pendings, strict=True)
+             if p.result is not None]
+    return Dataset(x, y, [f"{rows[i]['file']}#{rows[i]['number']}" for i in todo],
+                   [rows[i].get("kind", "?") for i in todo], fixed, cases, learn)
+
+
+def fit(x: np.ndarray, y: np.ndarray, version: str, l2: float = L2) -> Decision:
+    """The decision fitted on these rows (balanced classes, L2 on standardised features)."""
+    mean, scale = standardiser(x)
+    weights, bias = fit_softmax((x - mean) / scale, y, len(VERDICTS), l2=l2)
+    return Decision(mean, scale, weights, bias, version)
+
+
+def _folds(groups: list[str], folds: int, seed: int) -> np.ndarray:
+    names = sorted(set(groups))
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(names))
+    fold_of = {names[j]: k % folds for k, j in enumerate(order)}
+    return np.array([fold_of[g] for g in groups])
+
+
+def crossval(data: Dataset, folds: int = FOLDS, seed: int = SEED, l2: float = L2) -> dict[str, Any]:
+    """Macro-F1 (3-way and correct-vs-not) and accuracy per kind, folds grouped by question."""
+    fold = _folds(data.groups, folds, seed)
+    pred = [""] * len(data.y)
+    for k in range(folds):
+        train = (fold != k) & data.learn
+        decision = fit(data.x[train], data.y[train], "cv", l2)
+        for i in np.where(fold == k)[0]:
+            rubric, text, (ev, on_refs, on_wrongs) = data.cases[i]
+            pred[i] = decide(rubric, text, ev, on_refs, on_wrongs, decision).verdict
+    return report([VERDICTS[i] for i in data.y], pred, data.kinds, data.fixed)
+
+
+def report(truth: list[str], pred: list[str], kinds: list[str], fixed: list[tuple[str, str, str]]) -> dict[str, Any]:
+    """The figures over the open answers and the ones the checks settle, together."""
+    truth = truth + [t for t, _, _ in fixed]
+    pred = pred + [p for _, p, _ in fixed]
+    kinds = kinds + [k for _, _, k in fixed]
+    two = lambda labels: ["correct" if v == "correct" else "not" for v in labels]  # noqa: E731
+    per_kind: dict[str, list[bool]] = defaultdict(list)
+    for t, p, k in zip(truth, pred, kinds, strict=True):
+        per_kind[k].append(t == p)
+    return {
+        "n": len(truth),
+        "macro_f1_3": round(macro_f1(truth, pred, list(VERDICTS)), 4),
+        "macro_f1_2": round(macro_f1(two(truth), two(pred), ["correct", "not"]), 4),
+        "per_kind": {k: round(float(np.mean(v)), 3) for k, v in sorted(per_kind.items())},
+    }
+
+
+def main() -> None:
+    """Cross-validated figures on the dev set, then the decision fitted on all of it, written to decision.json."""
+    from ingest.embedder import SentenceTransformerEncoder
+
+    files = [a for a in sys.argv[1:] if not a.startswith("--")]
+    path = Path(files[0]) if files else DATA_DIR / "eval" / "dev.jsonl"
+    data = dataset(path, SentenceTransformerEncoder())
+    figures = crossval(data)
+    print(json.dumps({"grouped_cv": figures}, indent=2))
+    if "--write" in sys.argv:
+        version = f"grader-2.0+{default_judge().version}"
+        DECISION_PATH.write_text(json.dumps({**fit(data.x[data.learn], data.y[data.learn], version).to_dict(),
+                                             "fitted_on": str(path.relative_to(DATA_DIR.parent)),
+                                             "grouped_cv": figures},
+                                            indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {DECISION_PATH}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""Train the pair judge: a cross-encoder that reads (question + accepted answer, answer) together.
+
+`tutor models train-judge` runs `train_judge`: it fine-tunes the bundled MiniLM weights on
+
+- the SemEval-2013 training splits in data/asag/ (Beetle's 5-way labels give real partial and
+  contradictory answers; SciEntsBank's 2-way labels real correct and incorrect ones), and
+- the bank's contrast pairs (grading_lab/contrasts.py), repeated BANK_REPEAT times,
+
+then exports it to int8 ONNX under models/judge/ with a manifest of the recipe, the data hashes and
+the figures. The dev set is never trained on (it calibrates the decision that uses the judge), and
+the blind set is never read here. Fixed seeds: the same data gives the same weights on one machine
+(PyTorch's CPU kernels may differ in the last bits between machines).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.config import DATA_DIR, JUDGE_DIR, PROJECT_ROOT
+from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, MAX_LENGTH, ONNX_FILE, PairJudge, pair_text
+from app.grading.rubric import GradingItem
+from grading_lab.asag import ASAG_DIR
+from grading_lab.contrasts import Pair, bank_pairs
+from grading_lab.evaluation import bank_items
+from ingest.embedder import resolve_model_path
+
+RECIPE_VERSION = "pair-judge-2"
+BANK_ANSWERS = DATA_DIR / "train" / "bank_answers.jsonl"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How the judge is trained; recorded in its manifest."""
+
+    base_model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    seed: int = 13
+    epochs: int = 2
+    batch_size: int = 16
+    learning_rate: float = 4e-5
+    warmup: float = 0.1
+    max_length: int = MAX_LENGTH
+    bank_repeat: int = 4  # the bank's contrast pairs weigh this many times one pass
+    answers_repeat: int = 3  # and the written training answers (data/train/) this many
+    # Beetle only: its 5-way labels tell partial from contradictory answers. SciEntsBank's 2-way
+    # "incorrect" lumps partially right answers with wrong ones, and taught the judge that an answer
+    # in other words than the reference is wrong.
+    asag: tuple[str, ...] = ("beetle",)
+    version: str = RECIPE_VERSION
+    # For a grouped held-out figure: leave out this fold (of HOLDOUT_FOLDS, by question) of the ASAG pairs.
+    holdout: int | None = None
+
+
+HOLDOUT_FOLDS = 5
+
+
+def holdout_fold(group: str, seed: int) -> int:
+    """The fold of an ASAG question (stable across runs: a hash of its id and the seed)."""
+    return int(hashlib.sha256(f"{seed}:{group}".encode()).hexdigest(), 16) % HOLDOUT_FOLDS
+
+
+def _asag_label(row: dict[str, Any]) -> str:
+    five = row.get("label_5way")
+    if five:
+        return {"correct": "correct", "partially_correct_incomplete": "partial"}.get(five, "incorrect")
+    return "correct" if row["label_2way"] == "correct" else "incorrect"
+
+
+def asag_pairs(names: Sequence[str], directory: Path = ASAG_DIR) -> list[Pair]:
+    """The public training answers as pairs with their question's first reference answer."""
+    pairs = []
+    for name in names:
+        for line in (directory / f"{name}_train.jsonl").read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            pairs.append(Pair(row["question"], row["reference_answers"][0], row["student_answer"],
+                              _asag_label(row), f"{name}", f"{name}:{row['question_id']}"))
+    return pairs
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def data_hashes(recipe: Recipe) -> dict[str, str]:
+    """sha256 of every file the training reads."""
+    files = [
+        *(ASAG_DIR / f"{n}_train.jsonl" for n in recipe.asag),
+        BANK_ANSWERS,
+        *sorted((DATA_DIR / "raw").glob("*.txt")),
+        DATA_DIR / "annotations.yaml",
+    ]
+    return {str(f.relative_to(PROJECT_ROOT)): _sha256(f) for f in files}
+
+
+def answer_pairs(items: dict[tuple[str, int], GradingItem], path: Path = BANK_ANSWERS) -> list[Pair]:
+    """Written training answers to the bank's questions (data/train/README.md), each paired with the
+    question's last accepted answer: an author's accurate wording where the seed's is loose."""
+    pairs = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        item = items[(row["file"], int(row["number"]))]
+        pairs.append(Pair(item.question, item.reference_answers[-1], row["answer"], row["label"],
+                          f"written:{row['kind']}", item.key or item.question))
+    return pairs
+
+
+def training_pairs(recipe: Recipe) -> list[Pair]:
+    """The public pairs (less the held-out fold, if any), the bank's contrast pairs and the written
+    training answers, each repeated as the recipe says."""
+    items = bank_items()
+    bank = bank_pairs([items[k] for k in sorted(items)], seed=recipe.seed)
+    public = [p for p in asag_pairs(recipe.asag)
+              if recipe.holdout is None or holdout_fold(p.group, recipe.seed) != recipe.holdout]
+    return public + bank * recipe.bank_repeat + answer_pairs(items) * recipe.answers_repeat
+
+
+def heldout_figures(judge: PairJudge, recipe: Recipe) -> dict[str, Any]:
+    """The judge's macro-F1 on the ASAG questions it was not trained on, per corpus (2-way for both,
+    3-way for Beetle, whose 5-way labels give partial answers)."""
+    from grading_lab.logreg import macro_f1
+
+    out: dict[str, Any] = {}
+    for name in recipe.asag:
+        pairs = [p for p in asag_pairs([name]) if holdout_fold(p.group, recipe.seed) == recipe.holdout]
+        probs = judge.probabilities([(p.question, p.reference, p.answer) for p in pairs])
+        pred = [JUDGE_LABELS[i] for i in probs.argmax(axis=1)]
+        truth = [p.label for p in pairs]
+        two = lambda labels: ["correct" if v == "correct" else "not" for v in labels]  # noqa: E731
+        out[name] = {"answers": len(pairs), "questions": len({p.group for p in pairs}),
+                     "macro_f1_2": round(macro_f1(two(truth), two(pred), ["correct", "not"]), 4)}
+        if name == "beetle":
+            out[name]["macro_f1_3"] = round(macro_f1(truth, pred, list(JUDGE_LABELS)), 4)
+    return out
+
+
+def _batches(pairs: list[Pair], size: int, rng: random.Random) -> list[list[Pair]]:
+    """Batches of similar length (less padding), in a shuffled order."""
+    order = sorted(pairs, key=lambda p: len(p.question) + len(p.reference) + len(p.answer) + rng.random() * 40)
+    batches = [order[i:i + size] for i in range(0, len(order), size)]
+    rng.shuffle(batches)
+    return batches
+
+
+def encode_pairs(tokenizer: Any, pairs: Sequence[Pair], max_length: int) -> Any:
+    """Token ids of the pairs, as the served judge makes them: the first text is cut, and an answer too
+    long to fit even alone is cut too (app/grading/pairjudge.py does the same)."""
+    first, second = [pair_text(p.question, p.reference) for p in pairs], [p.answer for p in pairs]
+    try:
+        return tokenizer(first, second, truncation="only_first", max_length=max_length, padding=True,
+                         return_tensors="pt")
+    except Exception:  # the tokenizers library raises a bare Exception when `only_first` cannot fit
+        return tokenizer(first, second, truncation="longest_first", max_length=max_length, padding=True,
+                         return_tensors="pt")
+
+
+def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print) -> None:
+    """Fine-tune the base model on the pairs and save it (transformers format) to out_dir."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
+
+    torch.manual_seed(recipe.seed)
+    rng = random.Random(recipe.seed)
+    base = resolve_model_path(recipe.base_model)
+    tokenizer = AutoTokenizer.from_pretrained(str(base))
+    model = AutoModelForSequenceClassification.from_pretrained(
+        str(base), num_labels=len(JUDGE_LABELS), attn_implementation="eager")
+    counts = Counter(p.label for p in pairs)
+    weights = torch.tensor([len(pairs) / (len(JUDGE_LABELS) * counts[label]) for label in JUDGE_LABELS])
+    loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
+    steps = recipe.epochs * math.ceil(len(pairs) / recipe.batch_size)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
+    schedule = get_linear_schedule_with_warmup(optimiser, int(recipe.warmup * steps), steps)
+    model.train()
+    step, started = 0, time.monotonic()
+    for epoch in range(recipe.epochs):
+        for batch in _batches(pairs, recipe.batch_size, rng):
+            enc = encode_pairs(tokenizer, batch, recipe.max_length)
+            labels = torch.tensor([JUDGE_LABELS.index(p.label) for p in batch])
+            loss = loss_fn(model(**enc).logits, labels)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimiser.step()
+            schedule.step()
+            optimiser.zero_grad()
+            step += 1
+            if step % 100 == 0:
+                log(f"epoch {epoch + 1} step {step}/{steps} loss {loss.item():.3f} "
+                    f"({time.monotonic() - started:.0f} s)")
+    model.eval()
+    model.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+
+
+def export(model_dir: Path, target_dir: Path) -> dict[str, Any]:
+    """The fine-tuned model as int8 ONNX (same recipe as the encoder's export) beside its tokenizer."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    from ingest.onnx_export import optimise_and_quantise
+
+    model = AutoModelForSequenceClassification.from_pretrained(str(model_dir), attn_implementation="eager").eval()
+
+    class _Logits(torch.nn.Module):  # fixes the input order for the exporter
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = model
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    token_type_ids: torch.Tensor) -> torch.Tensor:
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).logits
+
+    target_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        raw = Path(tmp) / "raw.onnx"
+        ids = torch.ones((2, 16), dtype=torch.int64)
+        axes = {0: "batch", 1: "sequence"}
+        with torch.no_grad():
+            torch.onnx.export(_Logits().eval(), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(raw),
+                              input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["logits"],
+                              opset_version=17, dynamo=False,
+                              dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                                            "logits": {0: "batch"}})
+        config = model.config
+        scaled = optimise_and_quantise(raw, target_dir / ONNX_FILE, config.num_attention_heads, config.hidden_size,
+                                       model_dir / "tokenizer.json")
+    shutil.copy(model_dir / "tokenizer.json", target_dir / "tokenizer.json")
+    return {"outlier_channels_scaled": scaled}
+
+
+def agreement(model_dir: Path, judge: PairJudge, pairs: list[Pair]) -> dict[str, float]:
+    """How often the int8 judge gives the PyTorch model's label, and the largest probability gap."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForSequenceClassification.from_pretrained(str(model_dir)).eval()
+    with torch.no_grad():
+        ref = torch.softmax(model(**encode_pairs(tokenizer, pairs, MAX_LENGTH)).logits, dim=-1).numpy()
+    got = judge.probabilities([(p.question, p.reference, p.answer) for p in pairs])
+    return {"same_label": float(np.mean(ref.argmax(1) == got.argmax(1))), "max_gap": float(np.abs(ref - got).max())}
+
+
+def train_judge(target_dir: Path = JUDGE_DIR, recipe: Recipe | None = None, log: Any = print,
+                measure: bool = True) -> dict[str, Any]:
+    """Rebuild the shipped judge from the repository's data; returns its manifest.
+
+    With `measure` (and no held-out fold in the recipe), a first training leaves out ASAG fold 0
+    and reports the judge on it, so that the shipped judge's manifest has a figure on questions
+    that judge's recipe never trained on; the shipped judge is then trained on everything.
+    """
+    recipe = recipe or Recipe()
+    held_out = None
+    if measure and recipe.holdout is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            log("training with ASAG fold 0 held out, to measure the recipe on unseen questions")
+            held_out = train_judge(Path(tmp) / "held-out", replace(recipe, holdout=0), log, measure=False)[
+                "asag_heldout"]
+    pairs = training_pairs(recipe)
+    log(f"{len(pairs)} training pairs: {dict(Counter(p.label for p in pairs))}")
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "torch"
+        fine_tune(pairs, recipe, model_dir, log)
+        stage = Path(tmp) / "export"
+        extra = export(model_dir, stage)
+        manifest: dict[str, Any] = {
+            "recipe": asdict(recipe),
+            "labels": list(JUDGE_LABELS),
+            "max_length": recipe.max_length,
+            "data": data_hashes(recipe),
+            "pairs": {"total": len(pairs), "labels": dict(Counter(p.label for p in pairs)),
+                      "bank_kinds": dict(Counter(p.kind for p in pairs if not p.group.startswith(recipe.asag)))},
+            "onnx_sha256": _sha256(stage / ONNX_FILE),
+            "tokenizer_sha256": _sha256(stage / "tokenizer.json"),
+            **extra,
+        }
+        (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        check = rng_sample(pairs, 256, recipe.seed)
+        manifest["int8_vs_pytorch"] = agreement(model_dir, PairJudge(stage), check)
+        if recipe.holdout is not None:
+            manifest["asag_heldout"] = {"fold": recipe.holdout, "of": HOLDOUT_FOLDS,
+                                        **heldout_figures(PairJudge(stage), recipe)}
+        elif held_out is not None:
+            manifest["asag_heldout"] = {**held_out, "note": "a training of this recipe without that fold"}
+        (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        if target_dir.exists():
+            shutil.rmtree(target_dir)
+        shutil.copytree(stage, target_dir)
+    return manifest
+
+
+def rng_sample(pairs: list[Pair], n: int, seed: int) -> list[Pair]:
+    """A fixed sample of the pairs."""
+    return random.Random(seed).sample(pairs, min(n, len(pairs)))

@@ -1,0 +1,92 @@
+"""Answers of the hard kinds, graded by the real model and the real pair judge as a careful expert would.
+
+The first group are answers that an earlier grader got wrong, tried as a new user would; the
+second, one new answer of each kind, written for this test and found in no training file (the
+bank's contrast pairs, the ASAG splits) and in neither labelled set.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from app.grading import GradeResult, Rubric, grade_many, prepare_many
+from app.grading.rubric import attach_neighbours
+from grading_lab.evaluation import bank_items
+from ingest.embedder import SentenceTransformerEncoder
+
+pytestmark = pytest.mark.slow
+
+F000, F001, F002, F003 = ("000_78b4b506bc754b1f.txt", "001_d277a1055194c29d.txt", "002_1f1c560eb3b82a3f.txt",
+                          "003_28df717c268ee6dd.txt")
+
+REPORTED = [
+    # (file, question, answer, expected verdict)
+    (F003, 10, "all-gather leaves each rank with only its own chunk; nobody gets the full tensor", "incorrect"),
+    (F003, 6, "sync SGD: workers push updates whenever they finish; async SGD: everybody waits and averages each step",
+     "incorrect"),
+    (F003, 11, "pipeline parallelism puts consecutive groups of layers on different GPUs and streams micro-batches "
+               "through them", "incorrect"),
+    (F003, 4, "It runs all the forward micro-batches first and then all the backward ones", "incorrect"),
+    (F002, 5, "I am not sure, something about GPUs", "incorrect"),
+    (F003, 13, "bf16 has fewer exponent bits than fp16 so it overflows more easily", "incorrect"),
+    (F003, 5, "it gives each rank a disjoint subset of the indices based on its rank and the world size", "correct"),
+]
+
+NEW = [
+    # one of each kind: partial, swapped roles, negation, another question's answer, misconception,
+    # keyword list, terse, reworded wrong option, verbose, typo
+    (F003, 9, "reduce-scatter sums the gradients across ranks and each rank keeps just one slice of the result",
+     "partial"),
+    (F003, 7, "DataParallel runs one process per GPU, while DDP uses threads in a single process and is limited by "
+              "the GIL", "incorrect"),
+    (F003, 20, "broadcast never sends the source rank's tensor to the other ranks; every rank keeps its own values",
+     "incorrect"),
+    (F003, 15, "MFU is the ratio of the model FLOPs per second you achieve to the GPU's peak FLOPs", "incorrect"),
+    (F002, 2, "it saves model checkpoints to disk regularly so training can resume after a crash", "incorrect"),
+    (F003, 14, "barrier, ranks, sync, deadlock, NCCL", "incorrect"),
+    (F003, 20, "src rank's tensor copied to everyone, e.g. initial weights", "correct"),
+    (F003, 3, "on modern InfiniBand clusters gloo is just as fast as nccl, there's no real difference", "incorrect"),
+    (F003, 24, "In asynchronous training a worker may compute its gradient on parameters that are already several "
+               "updates old, which is called staleness, and the stale gradient can push the model in an outdated "
+               "direction. Bounded staleness, as in the stale synchronous parallel model, lets fast workers run ahead "
+               "of the slowest one by at most a fixed number of iterations, after which they wait, so the error from "
+               "stale gradients stays bounded while most of the speed of asynchrony is kept.", "correct"),
+    (F001, 4, "lets the netwrok card (infiniband) read and write gpu memory directy, no copy thru host ram or cpu",
+     "correct"),
+]
+
+
+@pytest.fixture(scope="module")
+def graded() -> dict[tuple[str, int, str], GradeResult]:
+    """Every case graded in one batch, against rubrics built as serving builds them."""
+    encoder = SentenceTransformerEncoder()
+    items = bank_items()
+    keys = sorted(items)
+    rubrics: dict[tuple[str, int], Rubric] = dict(
+        zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
+    attach_neighbours(list(rubrics.values()))
+    cases = REPORTED + NEW
+    results = grade_many([rubrics[(f, n)] for f, n, _, _ in cases], [a for _, _, a, _ in cases], encoder)
+    return {(f, n, a): r for (f, n, a, _), r in zip(cases, results, strict=True)}
+
+
+@pytest.mark.parametrize(("file", "number", "answer", "expected"), REPORTED + NEW)
+def test_graded_as_an_expert_would(graded: dict[tuple[str, int, str], GradeResult], file: str, number: int,
+                                   answer: str, expected: str) -> None:
+    result = graded[(file, number, answer)]
+    assert result.verdict == expected, (result.verdict, result.feedback, result.flags)
+
+
+@pytest.mark.parametrize(("file", "number", "answer", "expected"),
+                         [c for c in REPORTED + NEW if c[3] == "correct"])
+def test_a_correct_answer_is_never_told_it_holds_a_misconception(
+        graded: dict[tuple[str, int, str], GradeResult], file: str, number: int, answer: str, expected: str) -> None:
+    result = graded[(file, number, answer)]
+    assert result.matched_misconception is None
+    assert "misconception" not in result.feedback
+
+
+def test_an_answer_to_another_question_is_told_which(graded: dict[tuple[str, int, str], GradeResult]) -> None:
+    result = graded[(F003, 11, REPORTED[2][2])]
+    assert result.verdict == "incorrect"
+    assert "different question" in result.feedback, result.feedback

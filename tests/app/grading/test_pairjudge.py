@@ -1,0 +1,66 @@
+"""The pair judge is served only as its manifest describes it, and the runtime says when it is not."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.config import JUDGE_DIR
+from app.grading.decision import VERDICTS, Decision
+from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, ONNX_FILE, JudgeArtifactError, PairJudge
+
+
+@pytest.fixture
+def judge_copy(tmp_path: Path) -> Path:
+    """A copy of the committed judge that a test may damage."""
+    target = tmp_path / "judge"
+    shutil.copytree(JUDGE_DIR, target)
+    return target
+
+
+def test_the_committed_judge_loads_and_gives_probabilities(judge_copy: Path) -> None:
+    judge = PairJudge(judge_copy)
+    probs = judge.probabilities([
+        ("What does all-gather do?", "every rank ends with all ranks' chunks", "each rank gets the full tensor"),
+        ("What does all-gather do?", "every rank ends with all ranks' chunks", "x " * 400),  # longer than it reads
+    ])
+    assert probs.shape == (2, len(JUDGE_LABELS))
+    assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-4)
+    assert judge.probabilities([]).shape == (0, len(JUDGE_LABELS))
+
+
+def test_a_flipped_byte_in_the_model_is_refused(judge_copy: Path) -> None:
+    model = judge_copy / ONNX_FILE
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    with pytest.raises(JudgeArtifactError, match="does not match its manifest"):
+        PairJudge(judge_copy)
+
+
+@pytest.mark.parametrize("name", [ONNX_FILE, "tokenizer.json", MANIFEST])
+def test_a_missing_file_is_refused_without_the_servers_path(judge_copy: Path, name: str) -> None:
+    (judge_copy / name).unlink()
+    with pytest.raises(JudgeArtifactError) as caught:
+        PairJudge(judge_copy)
+    assert str(judge_copy.parent) not in str(caught.value)
+
+
+def test_a_judge_with_other_labels_is_refused(judge_copy: Path) -> None:
+    manifest = json.loads((judge_copy / MANIFEST).read_text())
+    manifest["labels"] = ["yes", "no", "maybe"]
+    (judge_copy / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(JudgeArtifactError, match="labels"):
+        PairJudge(judge_copy)
+
+
+def test_a_decision_fitted_on_other_features_is_refused() -> None:
+    d = Decision(np.zeros(2), np.ones(2), np.zeros((3, 2)), np.zeros(3), "v").to_dict()
+    d["features"] = ["a", "b"]
+    with pytest.raises(ValueError, match="other features"):
+        Decision.from_dict(d)
+    assert VERDICTS == JUDGE_LABELS  # the judge's classes are the decision's verdicts, in the same order
