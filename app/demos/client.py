@@ -75,6 +75,8 @@ class WorkerClient:
                 response = http.request(method, f"{self.url}{path}", json=json)
         except httpx.HTTPError as exc:
             raise self._unavailable(exc) from exc
+        except UnicodeEncodeError as exc:  # a lone surrogate in the parameters: not text the worker could read
+            raise InvalidParamsError("the parameters must be valid Unicode text (no lone surrogates)") from exc
         raise_for(response)
         return response.json()
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import httpx
-from fastapi import APIRouter, Body, Depends, Header, status
+from fastapi import APIRouter, Body, Depends, Header, Path, status
 from fastapi.responses import StreamingResponse
 
 from app.bank.repository import list_questions
@@ -27,6 +27,10 @@ def get_worker(runtime: RuntimeDep) -> WorkerClient:
 
 
 WorkerDep = Annotated[WorkerClient, Depends(get_worker)]
+
+
+# A run id as the worker makes them; anything else is refused here (422) and never put into a worker URL.
+RunId = Annotated[str, Path(pattern=r"^[A-Za-z0-9_-]{1,64}$", description="a run id from POST /v1/demos/{name}/runs")]
 
 
 def _lost(run_id: str, message: str) -> dict[str, Any]:
@@ -72,13 +76,13 @@ def start_run(name: str, worker: WorkerDep, params: Annotated[dict[str, Any] | N
 
 
 @router.get("/runs/{run_id}")
-def get_run(run_id: str, worker: WorkerDep) -> dict[str, Any]:
+def get_run(run_id: RunId, worker: WorkerDep) -> dict[str, Any]:
     """A run's status, queue position, and once finished its figures, series and charts (SVG)."""
     return _run_request(worker, "GET", run_id)
 
 
 @router.delete("/runs/{run_id}")
-def cancel_run(run_id: str, worker: WorkerDep) -> dict[str, Any]:
+def cancel_run(run_id: RunId, worker: WorkerDep) -> dict[str, Any]:
     """Cancel a queued or running run (its processes are ended)."""
     return _run_request(worker, "DELETE", run_id)
 
@@ -103,7 +107,7 @@ async def _relay(worker: WorkerClient, run_id: str, after: int) -> AsyncIterator
 
 @router.get("/runs/{run_id}/events")
 def run_events(
-    run_id: str,
+    run_id: RunId,
     worker: WorkerDep,
     after: int = -1,
     last_event_id: Annotated[int | None, Header()] = None,

@@ -124,3 +124,19 @@ def test_compose_file_validates() -> None:
         pytest.skip("docker-compose is not installed")
     result = subprocess.run([binary, "config", "-q"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("run_id", ["%05", "..%2F..%2Fhealthz", "abc%3Fx%3D1", "a%23b", "%F0%9F%98%80"])
+def test_a_malformed_run_id_is_a_clear_4xx_and_never_reaches_the_worker(api: TestClient, run_id: str) -> None:
+    for method, path in (("GET", f"/v1/demos/runs/{run_id}"), ("DELETE", f"/v1/demos/runs/{run_id}"),
+                         ("GET", f"/v1/demos/runs/{run_id}/events")):
+        response = api.request(method, path)
+        assert response.status_code in (404, 422), (method, path, response.status_code, response.text)
+        assert "error" in response.json()
+
+
+def test_a_lone_surrogate_in_run_parameters_is_a_clear_4xx(api: TestClient) -> None:
+    body = b'{"world_size": 2, "label": "\\ud800"}'
+    response = api.post("/v1/demos/allreduce/runs", content=body, headers={"Content-Type": "application/json"})
+    assert response.status_code in (400, 422), (response.status_code, response.text)
+    assert "error" in response.json()
