@@ -55,15 +55,21 @@ def mount(app: FastAPI, settings: Settings) -> None:
     async def events(request: Request) -> Response:
         """Slack's events, commands and interactions; Bolt verifies the signature and acks."""
         body = await request.body()
+        # Verified here, before Bolt sees anything: a request that is not Slack's (a forged signature,
+        # a timestamp that is not a number, stale) is refused at once and never reaches a listener,
+        # whose error path would otherwise answer to the request's own response_url.
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:  # Slack sends text; this cannot even be checked against a signature
+            return JSONResponse(error_body("invalid_request", "malformed Slack payload: not UTF-8 text"), 400)
+        headers = request.headers
+        timestamp = headers.get("x-slack-request-timestamp", "")
+        if not (timestamp.isdigit() and verifier.is_valid(body, timestamp, headers.get("x-slack-signature", ""))):
+            return JSONResponse(error_body("unauthorized", "invalid or stale Slack signature"), 401)
         try:
             bolt_request = to_bolt_request(request, body)
-        except ValueError:  # undecodable text or JSON: refuse it, as unauthorised if the signature is wrong too
-            headers = request.headers
-            valid = verifier.is_valid(
-                body, headers.get("x-slack-request-timestamp", "0"), headers.get("x-slack-signature", "")
-            )
-            status = 400 if valid else 401
-            return JSONResponse({"error": "malformed payload" if valid else "invalid request"}, status)
+        except ValueError:  # signed, but not a form or JSON that Slack sends
+            return JSONResponse(error_body("invalid_request", "malformed Slack payload"), 400)
         # Bolt's dispatch is synchronous (authorisation may query the database): keep it off the event loop.
         bolt_response = await run_in_threadpool(bolt.dispatch, bolt_request)
         return to_starlette_response(bolt_response)

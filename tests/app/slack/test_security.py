@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 
 from app.slack import blocks
@@ -56,3 +58,40 @@ def test_url_verification_challenge(slack: Slack) -> None:
     response = slack.post(body, "application/json")
     assert response.status_code == 200
     assert response.json() == {"challenge": "c-123"}
+
+
+def test_a_forged_request_with_a_non_numeric_timestamp_is_refused_and_sends_nothing(
+        slack: Slack, fake_slack: FakeSlack) -> None:
+    from urllib.parse import urlencode
+
+    form = urlencode({"command": "/tutor", "text": "quiz", "team_id": "T1", "channel_id": "C1", "user_id": "U1",
+                      "response_url": f"{fake_slack.url}/response/forged"})
+    response = slack.client.post("/slack/events", content=form.encode(), headers={
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Slack-Request-Timestamp": "not-a-number",
+        "X-Slack-Signature": "v0=" + "0" * 64,
+    })
+    slack.settle()
+    assert response.status_code == 401
+    assert fake_slack.calls == []
+
+
+def test_an_unsigned_binary_body_is_refused(slack: Slack, fake_slack: FakeSlack) -> None:
+    response = slack.client.post("/slack/events", content=bytes(range(256)), headers={
+        "Content-Type": "application/json", "X-Slack-Request-Timestamp": "1", "X-Slack-Signature": "v0=00"})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_request"
+    assert fake_slack.calls == []
+
+
+def test_a_signed_binary_body_is_a_400(slack: Slack, fake_slack: FakeSlack) -> None:
+    import time
+
+    from tests.app.slack.slack_requests import SECRET
+
+    body = bytes(range(256))
+    ts = str(int(time.time()))
+    digest = hmac.new(SECRET.encode(), f"v0:{ts}:".encode() + body, hashlib.sha256).hexdigest()
+    response = slack.client.post("/slack/events", content=body, headers={
+        "Content-Type": "application/json", "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": f"v0={digest}"})
+    assert response.status_code == 400
+    assert fake_slack.calls == []
