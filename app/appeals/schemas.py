@@ -14,6 +14,10 @@ class AppealIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     claimed_verdict: Literal["correct", "partial"] = "correct"
     comment: str | None = Field(default=None, max_length=1000)
+    learner_id: str | None = Field(
+        default=None, max_length=64,
+        description="the learner who made the attempt (their opaque id); a grading API attempt is appealed with "
+                    "its own X-API-Key instead")
 
 
 class AppealOut(BaseModel):

@@ -37,13 +37,22 @@ def _reschedule(session: Session, attempt: Attempt, claimed: str) -> bool:
 
 
 def file_appeal(
-    session: Session, *, attempt_id: str, claimed: str, comment: str | None, learner_id: str | None
+    session: Session, *, attempt_id: str, claimed: str, comment: str | None, learner_id: str | None,
+    api_key_id: str | None = None, author: bool = False,
 ) -> dict[str, Any]:
-    """Record the learner's claim, re-schedule the card as they asked, keep both verdicts."""
+    """Record the owner's claim, re-schedule the card as they asked, keep both verdicts.
+
+    Only the attempt's owner may appeal it: the learner who made it (`learner_id`), or for a grading
+    API attempt the key that made it (`api_key_id`); an `author` key may appeal any. Anyone else is
+    told the attempt does not exist, as for an id that does not.
+    """
     attempt = session.get(Attempt, attempt_id)
-    if attempt is None:
-        raise NotFoundError(f"no attempt with id {attempt_id!r}", details={"id": attempt_id})
-    if learner_id is not None and attempt.learner_id != learner_id:
+    owner = attempt is not None and (
+        author
+        or (attempt.learner_id is not None and attempt.learner_id == learner_id)
+        or (attempt.api_key_id is not None and attempt.api_key_id == api_key_id)
+    )
+    if attempt is None or not owner:
         raise NotFoundError(f"no attempt with id {attempt_id!r}", details={"id": attempt_id})
     if session.scalars(select(Appeal).where(Appeal.attempt_id == attempt_id)).first() is not None:
         raise ConflictError("this attempt has already been appealed", details={"attempt_id": attempt_id})

@@ -29,7 +29,8 @@ def test_appeal_review_and_learning(client: TestClient, tutor: Tutor) -> None:
     factory = make_sessionmaker(engine)
     with transaction(factory) as s:
         due_before = s.scalars(select(Card.due).where(Card.learner_id == learner)).one()
-    appeal = client.post(f"/v1/attempts/{first['attempt_id']}/appeal", json={"claimed_verdict": "correct"}).json()
+    appeal = client.post(f"/v1/attempts/{first['attempt_id']}/appeal",
+                         json={"claimed_verdict": "correct", "learner_id": learner}).json()
     with transaction(factory) as s:
         due_after = s.scalars(select(Card.due).where(Card.learner_id == learner)).one()
     assert appeal["rescheduled"] is True and due_after > due_before  # re-rated Good instead of Again/Hard
@@ -55,3 +56,30 @@ def test_appeal_review_and_learning(client: TestClient, tutor: Tutor) -> None:
     assert q["id"] == qid
     again = client.post(f"/v1/sessions/{sid}/answers", json={"question_id": q["id"], "answer": answer}).json()
     assert again["verdict"] == "correct"
+
+
+def test_only_the_attempts_owner_may_appeal_it(client: TestClient, make_key) -> None:  # type: ignore[no-untyped-def]
+    owner = client.post("/v1/learners", json={}).json()["id"]
+    other = client.post("/v1/learners", json={}).json()["id"]
+    _, first = _answer(client, owner, "no idea")
+    url = f"/v1/attempts/{first['attempt_id']}/appeal"
+    anonymous = client.post(url, json={})
+    missing = client.post("/v1/attempts/a_missing/appeal", json={})
+    assert anonymous.status_code == missing.status_code == 404  # the same answer as for an attempt that does not exist
+    assert anonymous.json()["error"]["code"] == missing.json()["error"]["code"] == "not_found"
+    assert client.post(url, json={"learner_id": other}).status_code == 404
+    _, key = make_key()
+    assert client.post(url, json={}, headers={"X-API-Key": key}).status_code == 404  # a key without `author`
+    assert client.post(url, json={"learner_id": owner}).status_code == 201
+
+
+def test_a_grading_api_attempt_is_appealed_only_with_its_own_key(client: TestClient, make_key) -> None:  # type: ignore[no-untyped-def]
+    _, key = make_key()
+    _, other_key = make_key()
+    graded = client.post("/v1/grade", headers={"X-API-Key": key}, json={
+        "question": "What does all-gather do?", "reference_answers": ["every rank ends with all chunks"],
+        "answer": "no idea"}).json()
+    url = f"/v1/attempts/{graded['attempt_id']}/appeal"
+    assert client.post(url, json={}).status_code == 404
+    assert client.post(url, json={}, headers={"X-API-Key": other_key}).status_code == 404
+    assert client.post(url, json={}, headers={"X-API-Key": key}).status_code == 201

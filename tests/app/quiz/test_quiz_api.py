@@ -107,12 +107,13 @@ def test_appeal_keeps_both_verdicts_once(client: TestClient) -> None:
     q = client.get(f"/v1/sessions/{sid}/next").json()["question"]
     res = client.post(f"/v1/sessions/{sid}/answers", json={"question_id": q["id"], "answer": "no idea"}).json()
     assert res["verdict"] == "incorrect"
-    appeal = client.post(f"/v1/attempts/{res['attempt_id']}/appeal", json={"comment": "I meant it"})
+    appeal = client.post(f"/v1/attempts/{res['attempt_id']}/appeal",
+                         json={"comment": "I meant it", "learner_id": learner})
     assert appeal.status_code == 201, appeal.text
     data = appeal.json()
     assert (data["original_verdict"], data["claimed_verdict"], data["status"]) == ("incorrect", "correct", "open")
     assert data["rescheduled"] is True
-    assert client.post(f"/v1/attempts/{res['attempt_id']}/appeal", json={}).status_code == 409
+    assert client.post(f"/v1/attempts/{res['attempt_id']}/appeal", json={"learner_id": learner}).status_code == 409
     assert client.post("/v1/attempts/a_missing/appeal", json={}).status_code == 404
     done = client.get(f"/v1/sessions/{sid}/next").json()
     assert done["done"] is True and done["progress"]["answered"] == 1
