@@ -305,40 +305,16 @@ def _index_entries(
 
 
 def _record_of(q: Question) -> QuestionRecord:
-    return QuestionRecord(
-        id=q.id,
-        document=q.document,
-        source_path=q.source_path,
-        layout=q.layout,
-        number=q.number,
-        line_start=q.line_start,
-        line_end=q.line_end,
-        text=q.text,
-        accepted_answers=list(q.accepted_answers),
-        wrong_options=list(q.wrong_options),
-        explanation=q.explanation,
-        topics=list(q.topics),
-        notes=list(q.notes),
-        extra_answers=list(q.extra_answers),
-        examples=list(q.examples),
-    )
+    return QuestionRecord(id=q.id, **_copied(q, _FIELDS))
 
 
 def _passage_of(p: Passage) -> PassageRecord:
-    return PassageRecord(
-        id=p.id,
-        note=p.note,
-        source_path=p.source_path,
-        title=p.title,
-        topics=list(p.topics),
-        heading_path=list(p.heading_path),
-        position=p.position,
-        line_start=p.line_start,
-        line_end=p.line_end,
-        text=p.text,
-        citations=list(p.citations),
-        explains=list(p.explains),
-    )
+    return PassageRecord(id=p.id, **_copied(p, _PASSAGE_FIELDS))
+
+
+def _copied(row: Any, fields: tuple[str, ...]) -> dict[str, Any]:
+    """A stored row's fields for its record (lists copied, so the record never shares the row's)."""
+    return {name: list(value) if isinstance(value := getattr(row, name), list) else value for name in fields}
 
 
 _PASSAGE_FIELDS = (
