@@ -48,12 +48,24 @@ _CLAUSE = re.compile(r"[^.;!?\n]+[.;!?\n]*")
 _SPLIT_CLAUSES = re.compile(r"[;.!?\n]+|,\s*(?:while|whereas|but)\s+|\s+(?:while|whereas)\s+")
 
 
+# "I am not sure, something about GPUs": a hedge that opens the answer, and next to nothing after it.
+_HEDGE_OPENER = re.compile(
+    r"^\s*(?:i\s*(?:am|'m)\s+not\s+sure|not\s+sure|no\s+idea|no\s+clue|idk|dunno|"
+    r"i\s*(?:do\s*n[o']?t|dont)\s+(?:really\s+)?know|i\s+(?:can'?t|cannot)\s+remember)\b[\s,.;:!-]*(?P<rest>.*)$",
+    re.IGNORECASE,
+)
+HEDGE_CONTENT = 3  # at most this many content words after a hedge, and the answer says nothing
+
+
 def is_evasive(answer: str) -> bool:
-    """An answer that says nothing: 'idk', 'the right one', 'not sure'."""
+    """An answer that says nothing: 'idk', 'the right one', 'not sure', 'not sure, something about GPUs'."""
     text = answer.strip()
     if not text:
         return False
     if _EVASIVE.match(text):
+        return True
+    hedged = _HEDGE_OPENER.match(text)
+    if hedged is not None and len([t for t in raw_tokens(hedged["rest"]) if t not in STOPWORDS]) <= HEDGE_CONTENT:
         return True
     tokens = raw_tokens(text)
     return bool(tokens) and all(t in STOPWORDS for t in tokens) and len(tokens) <= 6
@@ -85,6 +97,9 @@ def strip_injection(answer: str) -> tuple[str, bool]:
 
 def is_keyword_list(answer: str, reference: str) -> bool:
     """A bare list of terms ('NCCL NVLink RDMA all-reduce') where the reference is a sentence."""
+    items = [i for i in re.split(r"[,;/]", answer) if i.strip()]
+    if len(items) >= 2 and sum(len(raw_tokens(i)) > 3 for i in items) > len(items) // 4:
+        return False  # comma-separated clauses ("src rank's tensor copied to everyone, e.g. weights"), not terms
     tokens = raw_tokens(answer)
     content = [t for t in tokens if t not in STOPWORDS]
     if len(content) < 4 or len(tokens) > 14:
@@ -92,6 +107,8 @@ def is_keyword_list(answer: str, reference: str) -> bool:
     ref_function = [t for t in raw_tokens(reference) if t in STOPWORDS]
     if len(ref_function) < 2:
         return False  # the reference is itself a list ("data + tensor + pipeline parallelism")
+    if len(items) >= 4 and all(len(raw_tokens(i)) <= 3 for i in items):
+        return True  # four or more short comma-separated terms
     if (len(tokens) - len(content)) / len(tokens) > 0.1:
         return False
     # A noun phrase ("8-bit floating point format") is not a list; many named terms are.

@@ -98,6 +98,7 @@ def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralMo
 # Checks that are cheap and sure: an answer they flag is incorrect whatever the decision weighs
 # (a bare list of terms; an evasion or the question restated; nothing in common with the question's
 # material; much nearer another bank question's accepted answer than this one's).
+MISCONCEPTION_FLOOR = 0.5
 SURE_FLAGS = frozenset({"keyword_list", "evasive", "off_topic", "other_question"})
 
 Judged = tuple[Evidence, np.ndarray, np.ndarray]  # evidence; judge on accepted answers; on wrong options
@@ -161,14 +162,16 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
         flags.append("off_topic")
     p_c, p_p = float(probs[0]), float(probs[1])
     # A misconception is named only when the judge reads the answer as that wrong option's claim
-    # more surely than as the accepted answer's (the similarity evidence alone only nominates it).
+    # (P >= MISCONCEPTION_FLOOR), and more surely than as the accepted answer's; the similarity
+    # evidence alone only nominates it.
     wrong = None
-    if verdict != "correct" and ev.wrong is not None and judge_wrong > float(judge_ref[0]):
+    if (verdict != "correct" and ev.wrong is not None and judge_wrong >= MISCONCEPTION_FLOOR
+            and judge_wrong > float(judge_ref[0])):
         wrong = ev.wrong
     flags = [f for f in flags if f != "misconception"] + (["misconception"] if wrong else [])
     confidence = float(probs[VERDICTS.index(verdict)]) if ev.adopted is None else 0.95
-    if sure:
-        p_c, p_p, confidence = min(p_c, 0.1), min(p_p, 0.1), max(confidence, 0.9)
+    if sure:  # a sure check's verdict, scored as the checks before the encode score theirs
+        p_c, p_p, confidence = 0.0, 0.0, max(confidence, 0.9)
     reference = rubric.item.reference_answers[ev.sig.ref.best]
     fields = result_fields(rubric, ev, verdict, p_c + 0.5 * p_p, confidence, flags, decision.version, wrong)
     fields["feedback"] = decision_feedback(verdict, fields["flags"], ev, wrong, fields["missing_ideas"], text,

@@ -19,6 +19,25 @@ pytestmark = pytest.mark.slow
 F000, F001, F002, F003 = ("000_78b4b506bc754b1f.txt", "001_d277a1055194c29d.txt", "002_1f1c560eb3b82a3f.txt",
                           "003_28df717c268ee6dd.txt")
 
+# Verdicts the grader still gets wrong (docs/GRADING.md, "Known weak spots"): the pair judge reads
+# these paraphrases and swaps the wrong way. Strict: the test fails as soon as one of them is graded right.
+JUDGE_MISSES = {
+    "sync SGD: workers push updates whenever they finish; async SGD: everybody waits and averages each step":
+        "a swap of the two roles in other words than the accepted answer's is read as correct",
+    "it gives each rank a disjoint subset of the indices based on its rank and the world size":
+        "'disjoint subset' is not read as the accepted answer's 'non-overlapping strides'",
+    "reduce-scatter sums the gradients across ranks and each rank keeps just one slice of the result":
+        "one half of a two-part answer in other words is read as wrong, not partial",
+    "DataParallel runs one process per GPU, while DDP uses threads in a single process and is limited by the GIL":
+        "a swap of the two roles in other words than the accepted answer's is read as correct",
+}
+
+
+def _case(file: str, number: int, answer: str, expected: str) -> object:
+    marks = [pytest.mark.xfail(reason=JUDGE_MISSES[answer], strict=True)] if answer in JUDGE_MISSES else []
+    return pytest.param(file, number, answer, expected, marks=marks)
+
+
 REPORTED = [
     # (file, question, answer, expected verdict)
     (F003, 10, "all-gather leaves each rank with only its own chunk; nobody gets the full tensor", "incorrect"),
@@ -70,7 +89,7 @@ def graded() -> dict[tuple[str, int, str], GradeResult]:
     return {(f, n, a): r for (f, n, a, _), r in zip(cases, results, strict=True)}
 
 
-@pytest.mark.parametrize(("file", "number", "answer", "expected"), REPORTED + NEW)
+@pytest.mark.parametrize(("file", "number", "answer", "expected"), [_case(*c) for c in REPORTED + NEW])
 def test_graded_as_an_expert_would(graded: dict[tuple[str, int, str], GradeResult], file: str, number: int,
                                    answer: str, expected: str) -> None:
     result = graded[(file, number, answer)]
