@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -227,7 +227,11 @@ class Plan:
         if len(vecs) != len(self.todo):
             raise ValueError(f"expected {len(self.todo)} vectors, got {len(vecs)}")
         graders = graders or Graders()
-        results: list[GradeResult | None] = [p.result for p in self.pendings]
+        version = GRADER_VERSION if graders.rules else (graders.decision or load_decision()).version
+        # What the checks settled before the encode is this version's verdict too.
+        results: list[GradeResult | None] = [
+            replace(p.result, grader_version=version) if p.result is not None else None for p in self.pendings
+        ]
         if self.todo:
             model = graders.model or load_model()
             if graders.rules:
