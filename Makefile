@@ -50,7 +50,7 @@ unit: install test-tools
 
 test: lint typecheck unit
 
-bench: install
+bench: ingest
 	# wrk (Debian) drives the HTTP load: a C client leaves the 2 cores to the service.
 	command -v wrk >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk)
 	cd bench && ../$(BIN)/python run_all.py
