@@ -95,10 +95,10 @@ def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralMo
     return GradeResult(**judge(rubric, pending.text, vec, pending.flags, model))
 
 
+MISCONCEPTION_FLOOR = 0.5  # the judge's P(correct) against a wrong option that names it
 # Checks that are cheap and sure: an answer they flag is incorrect whatever the decision weighs
 # (a bare list of terms; an evasion or the question restated; nothing in common with the question's
 # material; much nearer another bank question's accepted answer than this one's).
-MISCONCEPTION_FLOOR = 0.5
 SURE_FLAGS = frozenset({"keyword_list", "evasive", "off_topic", "other_question"})
 
 Judged = tuple[Evidence, np.ndarray, np.ndarray]  # evidence; judge on accepted answers; on wrong options
@@ -120,8 +120,9 @@ def _judged(rubrics: list[Rubric], texts: list[str], evs: list[Evidence],
     """Per answer, the judge's probabilities against its nearest accepted answer and, when the
     similarity evidence points at a wrong option, against that option.
 
-    One pass per answer, two for a suspected misconception: the judge costs about as much as the
-    encode again (`bench/bench_api.py`), so it reads only the pairs the decision uses. Each answer
+    One pass per answer, two for a suspected misconception: a pass costs several encodes of the
+    answer (its input is the accepted answer, the question and the answer; `bench/bench_api.py`), so
+    it reads only the pairs the decision uses. Each answer
     is its own call: int8 activations are scaled per call, so a batch-mate would shift the result,
     and an answer's verdict must not depend on who else was graded at the same moment.
     """
@@ -141,18 +142,21 @@ def vetoed(ev: Evidence) -> bool:
     return ev.adopted is None and any(f in SURE_FLAGS for f in ev.flags)
 
 
+def _on_wrong(on_wrongs: np.ndarray) -> float:
+    """The judge's P(correct) against the nominated wrong option (0 without one)."""
+    return float(on_wrongs[0, 0]) if len(on_wrongs) else 0.0
+
+
 def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> np.ndarray:
     """The learned decision's features for one answer (grading_lab/decision_fit.py fits on these)."""
-    judge_wrong = float(on_wrongs[0, 0]) if len(on_wrongs) else 0.0
-    return feature_vector(ev.z_correct, ev.z_partial, on_refs[0], judge_wrong, set(ev.flags), ev.one_side,
+    return feature_vector(ev.z_correct, ev.z_partial, on_refs[0], _on_wrong(on_wrongs), set(ev.flags), ev.one_side,
                           ev.unsupported, ev.other_margin)
 
 
 def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray,
            decision: Decision) -> GradeResult:
     """The verdict of the learned decision, with the evidence it rests on."""
-    judge_ref = on_refs[0]
-    judge_wrong = float(on_wrongs[0, 0]) if len(on_wrongs) else 0.0
+    judge_ref, judge_wrong = on_refs[0], _on_wrong(on_wrongs)
     probs = decision.probabilities(decision_input(ev, on_refs, on_wrongs))
     sure = vetoed(ev)
     verdict = ev.adopted or ("incorrect" if sure else VERDICTS[int(np.argmax(probs))])

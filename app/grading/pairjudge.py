@@ -21,8 +21,9 @@ from typing import Any
 import numpy as np
 
 from app.config import Settings
+from app.grading.decision import VERDICTS
 
-JUDGE_LABELS = ("correct", "partial", "incorrect")
+JUDGE_LABELS = VERDICTS  # the judge's classes are the verdicts, in the same order
 MANIFEST = "judge.json"
 ONNX_FILE = "judge-int8.onnx"
 MAX_LENGTH = 160  # tokens of (accepted answer + question, answer) the judge reads
