@@ -66,6 +66,11 @@ def passage_id(note: str, heading_path: list[str], text: str, occurrence: int = 
     return "p_" + hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
+def passage_embed_text(title: str, heading_path: list[str], text: str) -> str:
+    """A passage's embedded text: "title: heading > heading" on the first line, then the paragraph."""
+    return f"{title}: {' > '.join(heading_path)}\n{text}"
+
+
 @dataclass(frozen=True)
 class Explains:
     """One `explains` entry: a bank question (seed file + number) and the note's section for it."""
@@ -92,6 +97,12 @@ class PassageRecord:
     text: str
     citations: list[dict[str, Any]] = field(default_factory=list)
     explains: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def embed_text(self) -> str:
+        """What the index embeds for this passage: its note's title and headings, then its text, so a
+        paragraph that never names its subject is still found by it."""
+        return passage_embed_text(self.title, self.heading_path, self.text)
 
     @property
     def content_hash(self) -> str:

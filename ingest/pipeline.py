@@ -213,7 +213,7 @@ def run_ingest(
     summary.ignored += _unexplained(notes, live)
 
     cache = VectorCache(factory, model_id)
-    texts = [t for r in live for t in r.embed_texts()] + [p.text for p in live_passages]
+    texts = [t for r in live for t in r.embed_texts()] + [p.embed_text for p in live_passages]
     summary.embedded = cache.ensure(texts, encoder, progress)
     vectors = cache.get_many(texts)
     if config.precompute is not None:
@@ -299,8 +299,8 @@ def _index_entries(
             entries.append(IndexEntry(r.id, kind, text_hash(text)))
             rows.append(vectors[text])
     for p in sorted(passages or [], key=lambda p: p.id):
-        entries.append(IndexEntry(None, PASSAGE, text_hash(p.text), p.id))
-        rows.append(vectors[p.text])
+        entries.append(IndexEntry(None, PASSAGE, text_hash(p.embed_text), p.id))
+        rows.append(vectors[p.embed_text])
     return entries, (np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32))
 
 

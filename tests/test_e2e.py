@@ -99,15 +99,16 @@ def test_a_learner_answers_ten_questions(sqlite_server: tuple[str, dict[str, dic
     assert any(m["mastery"] > 0 for m in progress["mastery"])
 
 
-def test_ask_answers_from_the_bank_and_declines_the_rest(sqlite_server: tuple[str, dict[str, dict[str, Any]]]) -> None:
+def test_ask_answers_from_the_notes_and_declines_the_rest(sqlite_server: tuple[str, dict[str, dict[str, Any]]]) -> None:
     base, _ = sqlite_server
     answered = httpx.post(f"{base}/v1/ask", json={"text": "what does reduce-scatter do in FSDP?"}).json()
     assert answered["answered"] is True
-    assert "reduce-scatter" in answered["passages"][0]["question"]
-    assert answered["passages"][0]["source"]["file"].startswith("003")
+    top = answered["passages"][0]
+    assert top["file"].endswith(".md") and "reduce-scatter" in top["text"].lower()
+    assert top["source"]["section"] and top["source"]["lines"][0] <= top["source"]["lines"][1]
     declined = httpx.post(f"{base}/v1/ask", json={"text": "how do I bake sourdough bread"}).json()
     assert declined["answered"] is False and declined["passages"] == []
-    assert "no material" in declined["text"]
+    assert "notes don't cover" in declined["text"] and declined["nearest_topics"]
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.ask.service import ask
 from app.deps import RuntimeDep, SessionDep
+from ingest.taxonomy import load_taxonomy
 
 router = APIRouter(prefix="/v1", tags=["ask"])
 
@@ -24,6 +25,8 @@ class AskIn(BaseModel):
 
 @router.post("/ask")
 def ask_route(body: AskIn, session: SessionDep, runtime: RuntimeDep) -> dict[str, Any]:
-    """The bank's best-supported passages with citations, or an honest 'no material on that'."""
+    """The study-note passages that answer the question, with citations; or "the notes don't cover that"
+    with the nearest topics."""
     encoder, index = runtime.require()
-    return ask(session, encoder, index, body.text)
+    names = {t.id: t.name for t in load_taxonomy(runtime.settings.taxonomy_path).topics}
+    return ask(session, encoder, index, body.text, names)

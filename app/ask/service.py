@@ -1,46 +1,137 @@
-"""Answer a concept question with the best-supported passages of the bank, or decline honestly."""
+"""Answer a concept question from the study notes, or say the notes don't cover it.
+
+Retrieval takes the note passages nearest the question in the shared index; the relevance head
+(app/ask/relevance.py) then decides whether they actually answer it. An answer carries the
+passages with their citations (note, section, lines, references); a refusal names the topics
+nearest the question, so the learner knows where the material stops.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.bank.search import search
-from app.bank.views import source_of
+from app.answers.grounding import passage_source, passage_view
+from app.ask.relevance import RelevanceHead, Vocabulary, default_relevance, features
+from app.models import ACTIVE, Passage, Question
+from app.serving.cache import LRUCache
 from ingest.embedder import Encoder
 from ingest.index import LoadedIndex
+from ingest.notes import passage_embed_text
 
-MIN_SCORE = 0.42  # below this the nearest material is about something else (see tests/ask)
-PASSAGES = 3
+PASSAGES = 3  # passages cited in an answer (the evaluation's recall@3)
+NEIGHBOURS = 5  # cosines the head reads (the best and its margin over the next ones)
+NOT_COVERED = "The notes don't cover that, so I won't guess."
+
+_VOCABULARIES: LRUCache[str, Vocabulary] = LRUCache(4)
 
 
-def ask(session: Session, encoder: Encoder, index: LoadedIndex, text: str) -> dict[str, Any]:
-    """Passages (explanations, else accepted answers) with citations and a confidence; or no material."""
-    hits = search(session, encoder, index, text, k=PASSAGES)
-    top = hits[0].score if hits else 0.0
-    if top < MIN_SCORE:
+@dataclass(frozen=True)
+class PassageHit:
+    """A note passage near the query and its cosine."""
+
+    passage: Passage
+    score: float
+
+
+def passage_document(p: Passage) -> str:
+    """What a passage says including where it sits: the note's title, its headings, then its text."""
+    return passage_embed_text(p.title, list(p.heading_path), p.text)
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """The passages nearest a query, best first, and the best cosine of any bank question's text."""
+
+    hits: list[PassageHit]
+    bank: float
+
+
+def retrieve(session: Session, index: LoadedIndex, vector: np.ndarray, k: int) -> Retrieval:
+    """The k live note passages nearest a query vector, and how near the nearest bank text is."""
+    fetch = 4 * k
+    while True:
+        scores, positions = index.search(vector[None, :], fetch)
+        found: dict[str, float] = {}
+        bank = 0.0
+        for score, pos in zip(scores[0], positions[0], strict=True):
+            entry = index.entries[int(pos)] if pos >= 0 else None
+            if entry is None:
+                continue
+            if entry.passage_id is None:
+                bank = max(bank, float(score))
+            elif entry.passage_id not in found:
+                found[entry.passage_id] = float(score)
+        if len(found) >= k or fetch >= len(index.entries):
+            break
+        fetch *= 4
+    rows = {p.id: p for p in session.scalars(select(Passage).where(Passage.id.in_(found), Passage.status == ACTIVE))}
+    hits = [PassageHit(rows[pid], s) for pid, s in found.items() if pid in rows]
+    hits.sort(key=lambda h: (-h.score, h.passage.id))
+    return Retrieval(hits[:k], bank)
+
+
+def _documents(session: Session) -> Iterator[str]:
+    for p in session.scalars(select(Passage).where(Passage.status == ACTIVE).order_by(Passage.id)):
+        yield passage_document(p)
+    for q in session.scalars(select(Question).where(Question.status == ACTIVE).order_by(Question.id)):
+        yield "\n".join([q.text, *q.accepted_answers, q.explanation or ""])
+
+
+def vocabulary(session: Session, index: LoadedIndex) -> Vocabulary:
+    """The words of the live material (passages and questions), built once per index version."""
+    vocab = _VOCABULARIES.get(index.version)
+    if vocab is None:
+        vocab = Vocabulary.build(_documents(session))
+        _VOCABULARIES.put(index.version, vocab)
+    return vocab
+
+
+def _topics(hits: list[PassageHit], names: Mapping[str, str], limit: int = 3) -> list[dict[str, str]]:
+    """The topics of the nearest passages, nearest first, with their names where the taxonomy has them."""
+    seen: list[str] = []
+    for hit in hits:
+        for topic in hit.passage.topics:
+            if topic not in seen:
+                seen.append(topic)
+    return [{"id": t, "name": names.get(t, t)} for t in seen[:limit]]
+
+
+def ask(
+    session: Session,
+    encoder: Encoder,
+    index: LoadedIndex,
+    text: str,
+    topic_names: Mapping[str, str] | None = None,
+    head: RelevanceHead | None = None,
+) -> dict[str, Any]:
+    """The passages that answer a question, cited, with the head's confidence; or "not covered" with
+    the nearest topics."""
+    head = head or default_relevance()
+    vector = encoder.encode([text])[0]
+    found = retrieve(session, index, vector, max(PASSAGES, NEIGHBOURS))
+    hits, cited = found.hits, found.hits[:PASSAGES]
+    x = features(text, [h.score for h in hits], [passage_document(h.passage) for h in cited],
+                 vocabulary(session, index), found.bank)
+    answered, confidence = head.answers(x) if hits else (False, 0.0)
+    topics = _topics(hits, topic_names or {})
+    if not answered:
+        names = ", ".join(t["name"] for t in topics)
         return {
             "answered": False,
-            "confidence": round(max(top, 0.0), 3),
-            "text": "I have no material on that in the question bank, so I won't guess.",
+            "confidence": round(confidence, 3),
+            "text": NOT_COVERED + (f" The nearest topics in the notes are: {names}." if names else ""),
             "passages": [],
+            "nearest_topics": topics,
         }
-    passages = []
-    for hit in hits:
-        if hit.score < MIN_SCORE:
-            break
-        q = hit.question
-        passages.append(
-            {
-                "question_id": q.id,
-                "question": q.text,
-                "text": q.explanation or q.accepted_answers[0],
-                "kind": "explanation" if q.explanation else "accepted_answer",
-                "caveats": list(q.notes),
-                "score": round(hit.score, 3),
-                "source": source_of(q),
-            }
-        )
-    confidence = min(1.0, max(0.0, (top - MIN_SCORE) / (0.8 - MIN_SCORE)) * 0.5 + 0.5)
-    return {"answered": True, "confidence": round(confidence, 3), "text": passages[0]["text"], "passages": passages}
+    passages = [
+        {**passage_view(h.passage), "score": round(h.score, 3), "source": passage_source([h.passage])}
+        for h in cited
+    ]
+    return {"answered": True, "confidence": round(confidence, 3), "text": passages[0]["text"],
+            "passages": passages, "nearest_topics": topics}

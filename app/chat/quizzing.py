@@ -19,6 +19,7 @@ from app.chat.replies import (
     explanation_parts,
     grade_reply,
     info,
+    note_citation,
     question_reply,
     say,
     topic_choices,
@@ -182,14 +183,14 @@ def _explanation(ctx: Context, question: Question, result: dict[str, Any]) -> Re
     if result.get("misconception"):
         lines.append(f"- {result['misconception']}")
     encoder, index = ctx.bank.require()
-    seen = {question.id, explanation.get("question_id")}
+    seen = {p["id"] for p in explanation.get("passages") or []}
     for passage in ask(ctx.session, encoder, index, question.text)["passages"]:
-        if passage["question_id"] in seen or len(citations) >= 4:
+        if passage["id"] in seen or len(citations) >= 4:
             continue
         n = len(citations) + 1
-        citations.append(cite(n, passage["source"], question_id=passage["question_id"],
-                              question=passage["question"], snippet=passage["text"]))
-        lines.append(f"- Related: {passage['text']} [{n}]")
+        citations.append(note_citation(n, passage))
+        section = " › ".join(passage["heading_path"]) or passage["note_title"]
+        lines.append(f"- More in the notes ({section}): {passage['text']} [{n}]")
     return Reply(kind="explanation", text="\n".join(lines), citations=citations, question_id=question.id)
 
 

@@ -22,6 +22,7 @@ class Citation(BaseModel):
     question: str | None = None
     snippet: str | None = None
     note: str | None = None
+    passage_id: str | None = None  # a study-note passage: the study page opens it (`/#passage=<id>`)
 
 
 class Choice(BaseModel):
@@ -93,7 +94,7 @@ def explanation_parts(explanation: dict[str, Any], n: int) -> tuple[list[str], l
         first = passages[0]
         section = " › ".join(first["heading_path"]) or first["note_title"]
         citations.append(cite(n, {"file": first["file"], "lines": first["lines"], "section": section},
-                              snippet=first["text"]))
+                              snippet=first["text"], passage_id=first.get("id")))
         lines.append(f"**From the notes** ({section}): {first['text']} [{n}]")
     return lines, citations
 
@@ -155,23 +156,25 @@ def grade_reply(result: dict[str, Any], question_text: str, *, skipped: bool = F
                  question_id=result["question_id"], data=data)
 
 
-def passages_reply(kind: str, lead: str, passages: list[dict[str, Any]]) -> Reply:
-    """Bank passages, each sentence-group cited: the best one first, the others as related material."""
-    lines = [lead] if lead else []
-    citations = []
-    for n, p in enumerate(passages, 1):
-        citations.append(cite(n, p["source"], question_id=p["question_id"], question=p["question"],
-                              snippet=p["text"], note=p.get("note")))
-        lines.append(f"{p['text']} [{n}]" if n == 1 else f"- Related: {p['text']} [{n}]")
-        lines += [f"_Note:_ {c}" for c in p.get("caveats", [])]
-    return Reply(kind=kind, text="\n".join(lines), citations=citations)
+def note_citation(n: int, passage: dict[str, Any]) -> Citation:
+    """A study-note passage as a numbered citation: note file, section, lines, and the passage to open."""
+    return cite(n, passage["source"], snippet=passage["text"], passage_id=passage["id"])
 
 
 def ask_reply(result: dict[str, Any], topic_choices: list[Choice]) -> Reply:
-    """A grounded answer with citations, or the honest decline."""
+    """The study-note passages that answer a question, each cited; or "the notes don't cover that",
+    with quiz buttons for the nearest topics first."""
     if not result["answered"]:
-        return Reply(kind="decline", text=result["text"], choices=topic_choices[:6])
-    return passages_reply("answer", "", result["passages"])
+        nearest = [f"quiz me on {t['name']}" for t in result.get("nearest_topics", [])]
+        first = [c for v in nearest for c in topic_choices if c.value == v]
+        rest = [c for c in topic_choices if c not in first]
+        return Reply(kind="decline", text=result["text"], choices=(first + rest)[:6])
+    lines, citations = [], []
+    for n, p in enumerate(result["passages"], 1):
+        citations.append(note_citation(n, p))
+        section = " › ".join(p["heading_path"]) or p["note_title"]
+        lines.append(f"{p['text']} [{n}]" if n == 1 else f"- Also in the notes ({section}): {p['text']} [{n}]")
+    return Reply(kind="answer", text="\n".join(lines), citations=citations)
 
 
 def progress_reply(report: dict[str, Any], topic_names: dict[str, str]) -> Reply:

@@ -71,9 +71,9 @@ def respond(ctx: Context, text: str) -> Turn:
 
 
 def on_ask(ctx: Context, text: str) -> Turn:
-    """A concept question: the bank's passages with citations, or an honest 'no material'."""
+    """A concept question: the study-note passages that answer it, cited; or "the notes don't cover that"."""
     encoder, index = ctx.bank.require()
-    reply = ask_reply(ask(ctx.session, encoder, index, text), quizzing.topic_buttons(ctx))
+    reply = ask_reply(ask(ctx.session, encoder, index, text, ctx.vocab.topic_names), quizzing.topic_buttons(ctx))
     if quizzing.pending_question(ctx) is not None:
         reply.actions.append(say("Back to the question", "quiz me"))
     return Turn([reply])

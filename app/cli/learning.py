@@ -68,16 +68,23 @@ def grade(
 def evaluate(
     file: Annotated[Path | None, typer.Argument(help="labelled answers (JSONL), e.g. data/eval/dev.jsonl")] = None,
     asag: Annotated[bool, typer.Option("--asag", help="the SemEval-2013 training splits, grouped by question")] = False,
+    ask: Annotated[
+        bool, typer.Option("--ask", help="the ask path on labelled learner questions (default data/eval/ask.jsonl)")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="figures as JSON")] = False,
 ) -> None:
     """Accuracy and macro-F1 (3-way and correct-vs-not), confusion matrix, per kind, plain cosine and the
-    previous grader version beside; or, with --asag, grouped cross-validation on the ASAG splits."""
+    previous grader version beside; with --asag, grouped cross-validation on the ASAG splits; with --ask,
+    the ask path's recall@3 and the precision and recall of its abstention."""
     from grading_lab.evaluation import evaluate as run_eval
     from grading_lab.evaluation import format_report, summary
     from ingest.embedder import SentenceTransformerEncoder
 
     if asag:
         _asag_report(as_json)
+        return
+    if ask:
+        _ask_report(file or get_settings().data_dir / "eval" / "ask.jsonl", as_json)
         return
     if file is None or not file.is_file():
         err.print(f"[red]no such file: {file}[/]" if file is not None else "[red]name a labelled file, or --asag[/]")
@@ -87,6 +94,30 @@ def evaluate(
         _print_json(summary(report))
     else:
         out.print(format_report(report))
+
+
+def _ask_report(file: Path, as_json: bool) -> None:
+    """Retrieval and abstention of the ask path, exactly as served, on a labelled question set."""
+    from app.ask.relevance import default_relevance
+    from grading_lab.ask_eval import decide, figures, format_figures, load_items, observe
+
+    if not file.is_file():
+        err.print(f"[red]no such file: {file}[/]")
+        raise typer.Exit(2)
+    try:
+        items = load_items(file)
+    except ValueError as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
+    runtime = _loaded()
+    encoder, index = runtime.require()
+    with transaction(runtime.factory) as session:
+        observations = observe(session, encoder, index, items)
+    result = figures(observations, decide(default_relevance(), observations))
+    if as_json:
+        _print_json(result)
+    else:
+        out.print(format_figures(result))
 
 
 def _asag_report(as_json: bool) -> None:

@@ -122,16 +122,14 @@ def quiz_done_message(nxt: dict[str, Any]) -> Message:
 
 
 def concept_message(question: str, answer: dict[str, Any]) -> Message:
-    """A grounded answer with a citation per passage, or the honest decline."""
+    """The study-note passages that answer a question, cited; or "the notes don't cover that" with the
+    nearest topics (the same path as the chat's and the API's /v1/ask)."""
     if not answer["answered"]:
         text = f"> {question}\n{answer['text']}"
         return {"text": answer["text"], "blocks": [_section(text)]}
     blocks: list[dict[str, Any]] = [_section(f"> {question}\n{answer['text']}")]
-    cites = [f"{i}. {cite(p['source'])} — _{p['question']}_" for i, p in enumerate(answer["passages"], 1)]
-    blocks.append(_context("📖 Sources:\n" + "\n".join(cites)))
-    caveats = [c for p in answer["passages"][:1] for c in p["caveats"]]
-    if caveats:
-        blocks.append(_context("⚠️ " + " ".join(caveats)))
+    cites = [f"{i}. {cite(p['source'])} — _{p['note_title']}_" for i, p in enumerate(answer["passages"], 1)]
+    blocks.append(_context("📖 From the study notes:\n" + "\n".join(cites)))
     return {"text": answer["text"], "blocks": blocks}
 
 

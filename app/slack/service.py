@@ -181,11 +181,13 @@ def appeal(factory: sessionmaker[Session], who: Who, attempt_id: str) -> dict[st
         )
 
 
-def concept(bank: Bank, text: str) -> dict[str, Any]:
-    """A grounded answer to a concept question, with citations, or an honest decline."""
+def concept(bank: Bank, text: str, taxonomy_path: Path | None = None) -> dict[str, Any]:
+    """The ask path's answer (study-note passages, cited) or its "the notes don't cover that", naming
+    the nearest topics by their taxonomy names."""
     encoder, index = bank.require()
+    names = vocabulary(taxonomy_path).topic_names if taxonomy_path is not None else None
     with transaction(bank.factory) as session:
-        return ask(session, encoder, index, text)
+        return ask(session, encoder, index, text, names)
 
 
 def stats(factory: sessionmaker[Session], who: Who) -> dict[str, Any]:

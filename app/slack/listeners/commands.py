@@ -60,7 +60,8 @@ def run(body: dict[str, Any], context: BoltContext) -> None:
     if sub == "quiz":
         _quiz(context, respond, body, rest)
     elif sub == "ask":
-        respond(response_type="in_channel", **blocks.concept_message(rest, service.concept(runtime, rest)))
+        answer = service.concept(runtime, rest, runtime.settings.taxonomy_path)
+        respond(response_type="in_channel", **blocks.concept_message(rest, answer))
     elif sub == "stats":
         respond(response_type="ephemeral", **blocks.stats_message(service.stats(runtime.factory, who_of(context))))
     elif sub == "leaderboard":

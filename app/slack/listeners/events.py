@@ -58,7 +58,7 @@ def on_mention(body: dict[str, Any], context: BoltContext) -> None:
     if not question:
         message = blocks.help_message()
     else:
-        message = blocks.concept_message(question, service.concept(runtime, question))
+        message = blocks.concept_message(question, service.concept(runtime, question, runtime.settings.taxonomy_path))
     context.client.chat_postMessage(channel=context.channel_id or "", thread_ts=thread, **message)
 
 
