@@ -153,7 +153,8 @@ def test_the_evaluation_code_decides_exactly_as_the_service(notes_app: TestClien
 
 
 def test_in_section_matches_any_depth_of_the_heading_path() -> None:
-    passage = Passage(note="memory.md", heading_path=["Activation checkpointing", "How much it saves and what it costs"])
+    heads = ["Activation checkpointing", "How much it saves and what it costs"]
+    passage = Passage(note="memory.md", heading_path=heads)
     assert in_section(passage, "memory.md#How much it saves and what it costs")
     assert in_section(passage, "memory.md#Activation checkpointing")
     assert not in_section(passage, "zero-fsdp.md#Activation checkpointing")
