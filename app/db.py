@@ -8,7 +8,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import WORKER_THREADS
@@ -34,7 +34,8 @@ SERVING_AUTOCHECKPOINT_PAGES = 10_000
 
 
 def make_engine(url: str, pool_size: int = WORKER_THREADS, wal_autocheckpoint: int | None = None) -> Engine:
-    """Create an engine; SQLite gets a busy timeout, foreign keys and WAL for concurrent readers.
+    """Create an engine; SQLite gets a busy timeout, foreign keys, WAL for concurrent readers, and
+    savepoints that commit with their transaction (`_begin_before_savepoint`).
 
     `wal_autocheckpoint`: pages of log after which a commit checkpoints (SQLite: 1,000 when None).
     """
@@ -60,8 +61,34 @@ def make_engine(url: str, pool_size: int = WORKER_THREADS, wal_autocheckpoint: i
                 cur.execute(f"PRAGMA wal_autocheckpoint={int(wal_autocheckpoint)}")
             cur.close()
 
+        event.listen(engine, "savepoint", _begin_before_savepoint)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=min(pool_size, 5), max_overflow=max(pool_size - 5, 0))
+
+
+def _begin_before_savepoint(conn: Connection, _name: str) -> None:
+    """SQLite: open the transaction a SAVEPOINT belongs to (`session.begin_nested()`), so that
+    releasing the savepoint does not commit.
+
+    The sqlite3 driver starts a transaction by itself only before INSERT, UPDATE and DELETE. A
+    SAVEPOINT issued outside a transaction starts one of its own, and its RELEASE then commits
+    whatever the savepoint wrote while the enclosing session still had more to write: a crash, an
+    error or a concurrent reader in between saw half of the unit of work (an attempt without its
+    schedule). With BEGIN first, the savepoint's writes commit or roll back with the session's.
+
+    IMMEDIATE takes the write lock now, waiting for it up to the busy timeout. A savepoint is opened
+    to write, and a transaction that reads first and then writes does not wait: if another
+    connection holds the lock, or committed after the read, the write fails at once with
+    "database is locked".
+
+    (SQLAlchemy's pysqlite recipe instead turns the driver's own BEGIN off and emits BEGIN when every
+    transaction starts, reads included. That puts each request's reads ahead of its writes in one
+    transaction, with exactly that failure: measured, most of 20 concurrent `POST /v1/sessions`
+    failed with "database is locked" or 503.)
+    """
+    dbapi_conn = conn.connection.dbapi_connection
+    if dbapi_conn is not None and not dbapi_conn.in_transaction:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def checkpoint_wal(engine: Engine) -> tuple[int, int, int] | None:

@@ -90,7 +90,7 @@ def _stored(session: Session, quiz_id: str, key: str | None, question_id: str) -
 def _replay(session: Session, quiz: QuizSession, attempt: Attempt, key: str | None, question_id: str) -> dict[str, Any]:
     if key and attempt.idempotency_key == key:
         return {
-            **attempt.result,
+            **_complete_result(attempt),
             "attempt_id": attempt.id,
             "progress": session_progress(session, quiz),
             "replayed": True,
@@ -99,6 +99,32 @@ def _replay(session: Session, quiz: QuizSession, attempt: Attempt, key: str | No
         f"question {question_id} was already answered in this session",
         details={"attempt_id": attempt.id, "question_id": question_id},
     )
+
+
+def _complete_result(attempt: Attempt) -> dict[str, Any]:
+    """The stored result of an attempt, completed from the attempt's own columns where it lacks a part.
+
+    An attempt is written whole, in one statement of one transaction. Older versions of the service
+    on SQLite could commit the row before its `schedule` was added, and a crash or error in between
+    left it so. Such an attempt is completed here, not treated as absent: its card review and the
+    session's move past the question were committed with it, so grading the answer again would
+    review the card twice (and the session no longer asks that question). The schedule is that
+    review, computed again: `review` is deterministic, and the attempt keeps the card as it was
+    before (`card_before`), the verdict and the time of the review (`created_at`). The stored row
+    is left as it is, so a replay only reads.
+    """
+    result = {
+        "question_id": attempt.question_id,
+        "verdict": attempt.verdict,
+        "score": attempt.score,
+        "confidence": attempt.confidence,
+        **(attempt.result or {}),
+    }
+    if not isinstance(result.get("schedule"), dict):
+        _, due, rating = review(attempt.card_before, attempt.verdict, attempt.created_at)
+        result["schedule"] = {"rating": attempt.rating if attempt.rating is not None else rating,
+                              "due": due.isoformat()}
+    return result
 
 
 def _update_card(
@@ -140,34 +166,35 @@ def submit_answer(
     question, result, body = grade_bank_answer(session, book, encoder, index, question_id, answer, choice)
     end_reads(session)
     now = datetime.now(UTC)
-    attempt = Attempt(
-        id=new_id("a"),
-        learner_id=quiz.learner_id,
-        session_id=quiz.id,
-        question_id=question.id,
-        idempotency_key=idempotency_key,
-        answer=answer,
-        choice=choice,
-        verdict=result.verdict,
-        score=result.score,
-        confidence=result.confidence,
-        result=body,
-        grader_version=result.grader_version,
-        model_id=encoder.model_id,
-        created_at=now,
-    )
     try:
+        # One transaction: the card's review, the attempt (whole, schedule included) and the
+        # session's move past the question are stored together or not at all.
         with session.begin_nested():
-            session.add(attempt)
-            session.flush()
             before, rating, due = _update_card(session, quiz.learner_id, question.id, result.verdict, now)
-            attempt.card_before, attempt.rating = before, rating
+            attempt = Attempt(
+                id=new_id("a"),
+                learner_id=quiz.learner_id,
+                session_id=quiz.id,
+                question_id=question.id,
+                idempotency_key=idempotency_key,
+                answer=answer,
+                choice=choice,
+                verdict=result.verdict,
+                score=result.score,
+                confidence=result.confidence,
+                rating=rating,
+                card_before=before,
+                result={**body, "schedule": {"rating": rating, "due": due.isoformat()}},
+                grader_version=result.grader_version,
+                model_id=encoder.model_id,
+                created_at=now,
+            )
+            session.add(attempt)
             quiz.current_question_id = None
+            session.flush()
     except IntegrityError:
         stored = _stored(session, quiz.id, idempotency_key, question_id)
         if stored is None:
             raise
         return _replay(session, quiz, stored, idempotency_key, question_id)
-    schedule = {"rating": rating, "due": due.isoformat()}
-    attempt.result = {**body, "schedule": schedule}
     return {**attempt.result, "attempt_id": attempt.id, "progress": session_progress(session, quiz), "replayed": False}
