@@ -20,7 +20,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The repository's own data (documents, notes, labelled sets, public training data) and models.
 DATA_DIR = PROJECT_ROOT / "data"
 JUDGE_DIR = PROJECT_ROOT / "models" / "judge"
-# The ask path's relevance head (`python -m grading_lab.ask_fit --write`).
+# The ask path's relevance head (`tutor models fit-ask --write`).
 ASK_MODEL_PATH = PROJECT_ROOT / "models" / "ask" / "relevance.json"
 
 

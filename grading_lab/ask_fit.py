@@ -1,7 +1,7 @@
 """Fit the ask path's relevance head on the tuning set, with grouped cross-validation by topic.
 
-    python -m grading_lab.ask_fit            # cross-validated figures only
-    python -m grading_lab.ask_fit --write    # and write models/ask/relevance.json
+    tutor models fit-ask            # cross-validated figures only
+    tutor models fit-ask --write    # and write models/ask/relevance.json
 
 The tuning set is `data/train/ask_dev.jsonl`; the frozen evaluation set `data/eval/ask.jsonl` is
 never read here. Folds keep a topic's questions together (answerable ones by topic, on-domain gaps
@@ -12,7 +12,6 @@ the threshold that maximises the F1 of abstention.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 from typing import Any
@@ -20,10 +19,8 @@ from typing import Any
 import numpy as np
 
 from app.ask.relevance import FEATURES, RELEVANCE_PATH, RelevanceHead
-from app.config import DATA_DIR, get_settings
-from app.db import transaction
-from app.serving.runtime import Runtime
-from grading_lab.ask_eval import Observation, figures, load_items, observe
+from app.config import DATA_DIR
+from grading_lab.ask_eval import Observation, figures
 from grading_lab.logreg import fit_logistic, standardiser
 
 TUNING_SET = DATA_DIR / "train" / "ask_dev.jsonl"
@@ -78,38 +75,25 @@ def crossval(observations: list[Observation], folds: int = FOLDS, l2: float = L2
     return figures(observations, answered)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help=f"write {RELEVANCE_PATH}")
-    args = parser.parse_args()
-    items = load_items(TUNING_SET)
-    runtime = Runtime.create(get_settings())
-    runtime.load()
-    if runtime.problem:
-        raise SystemExit(runtime.problem)
-    encoder, index = runtime.require()
-    with transaction(runtime.factory) as session:
-        observations = observe(session, encoder, index, items)
+def fit_and_report(observations: list[Observation], items: list[dict[str, Any]], index_version: str,
+                   write: bool) -> dict[str, Any]:
+    """Grouped-CV and in-sample figures of the head on the tuning set; with `write`, the head and its
+    manifest (recipe, data hash, figures) in models/ask/relevance.json."""
     cv = crossval(observations)
     head = fit(observations)
     in_sample = figures(observations, [head.answers(o.x)[0] for o in observations])
-    print(json.dumps({"grouped_cv": cv, "in_sample": in_sample}, indent=2))
-    if args.write:
+    if write:
         RELEVANCE_PATH.parent.mkdir(parents=True, exist_ok=True)
         manifest = {
             "head": head.as_json(),
             "recipe": {"features": list(FEATURES), "model": "logistic regression, L2, balanced classes",
                        "l2": L2, "threshold": "maximises abstention F1 on the tuning set",
-                       "command": "python -m grading_lab.ask_fit --write"},
+                       "command": "tutor models fit-ask --write"},
             "data": {"tuning_set": str(TUNING_SET.relative_to(DATA_DIR.parent)),
                      "sha256": hashlib.sha256(TUNING_SET.read_bytes()).hexdigest(), "questions": len(items),
-                     "index_version": index.version},
+                     "index_version": index_version},
             "figures": {"grouped_cv": {k: v for k, v in cv.items() if k != "by_group"}, "folds": FOLDS,
                         "in_sample": {k: v for k, v in in_sample.items() if k != "by_group"}},
         }
         RELEVANCE_PATH.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {RELEVANCE_PATH}")
-
-
-if __name__ == "__main__":
-    main()
+    return {"grouped_cv": cv, "in_sample": in_sample}

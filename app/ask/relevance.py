@@ -14,7 +14,7 @@ head reads lexical evidence beside the cosines:
 
 Learners misspell, so a word matches a corpus word one edit away (five letters or more), and
 "all-reduce", "all reduce" and "allreduce" are one word. The head is a logistic regression fitted by
-`python -m grading_lab.ask_fit --write` on the tuning set `data/train/ask_dev.jsonl` (grouped
+`tutor models fit-ask --write` on the tuning set `data/train/ask_dev.jsonl` (grouped
 cross-validation by topic); its weights and recipe are in `models/ask/relevance.json`.
 """
 

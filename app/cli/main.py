@@ -279,6 +279,29 @@ def models_train_judge(
     typer.echo(out_line)
 
 
+@models_app.command("fit-ask")
+def models_fit_ask(
+    write: Annotated[bool, typer.Option("--write", help="write models/ask/relevance.json")] = False,
+) -> None:
+    """Fit the ask path's relevance head on data/train/ask_dev.jsonl: grouped cross-validation by topic,
+    and with --write the head and its manifest. The frozen data/eval/ask.jsonl is never read."""
+    from app.db import transaction
+    from grading_lab.ask_eval import load_items, observe
+    from grading_lab.ask_fit import TUNING_SET, fit_and_report
+
+    runtime = _runtime()
+    runtime.load()
+    if runtime.problem:
+        err.print(f"[red]{runtime.problem}[/]")
+        raise typer.Exit(1)
+    items = load_items(TUNING_SET)
+    encoder, index = runtime.require()
+    with transaction(runtime.factory) as session:
+        observations = observe(session, encoder, index, items)
+    report = fit_and_report(observations, items, index.version, write)
+    typer.echo(json.dumps({k: {m: v for m, v in r.items() if m != "by_group"} for k, r in report.items()}, indent=2))
+
+
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Apply schema migrations."""

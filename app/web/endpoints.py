@@ -1,4 +1,4 @@
-"""The study page, the widget script and the study notes the page reads."""
+"""The study page, the widget script, and the study notes and passages the page reads."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
 from app.bank.repository import list_questions
-from app.bank.views import source_of
 from app.deps import SessionDep
 from app.errors import NotFoundError
+from app.web.notes import passage_place, topic_notes
 
 STATIC = Path(__file__).resolve().parent / "static"
 ASSETS = {"study.js": "text/javascript", "study.css": "text/css"}
@@ -45,15 +45,20 @@ def asset(name: str) -> FileResponse:
 
 
 @router.get("/v1/study/topics/{topic_id}", tags=["study"])
-def topic_notes(topic_id: str, session: SessionDep) -> dict[str, Any]:
-    """A topic's reading notes: the bank's explanations for its questions, each with its source."""
+def topic_study(topic_id: str, session: SessionDep) -> dict[str, Any]:
+    """A topic's study notes (rendered safely, with a table of contents and the questions each section
+    explains) and the topic's questions."""
     rows, total = list_questions(session, topic=topic_id)
-    if not total:
-        raise NotFoundError(f"no questions on topic {topic_id!r}", details={"topic": topic_id})
-    seen: set[str] = set()
-    notes = []
-    for q in rows:
-        if q.explanation and q.explanation not in seen:
-            seen.add(q.explanation)
-            notes.append({"question_id": q.id, "text": q.explanation, "source": source_of(q)})
-    return {"topic": topic_id, "questions": total, "notes": notes}
+    notes = topic_notes(session, topic_id)
+    if not total and not notes:
+        raise NotFoundError(f"no notes or questions on topic {topic_id!r}", details={"topic": topic_id})
+    return {"topic": topic_id, "questions": [{"id": q.id, "text": q.text} for q in rows], "notes": notes}
+
+
+@router.get("/v1/study/passages/{passage_id}", tags=["study"])
+def passage(passage_id: str, session: SessionDep) -> dict[str, Any]:
+    """Where a cited passage is read: its topic, note, section and anchor on the study page."""
+    place = passage_place(session, passage_id)
+    if place is None:
+        raise NotFoundError(f"no passage {passage_id!r}", details={"passage_id": passage_id})
+    return place

@@ -10,6 +10,7 @@
   var scriptOrigin = script && script.src ? new URL(script.src, location.href).origin : location.origin;
   var API = ((script && script.getAttribute("data-api")) || scriptOrigin).replace(/\/+$/, "");
   var KEY = "gpu-tutor:" + API;
+  var PASSAGE_ID = /^p_[0-9a-f]{1,32}$/;
   var IMAGE_URL = /^data:image\/(svg\+xml|png);base64,[A-Za-z0-9+\/=]+$/;
 
   var CSS = [
@@ -43,6 +44,7 @@
     "details.cite summary{cursor:pointer;color:var(--gt-muted);font-size:12px}",
     "details.cite blockquote{margin:4px 0;font-size:13px}.cite .q,.cite .note{margin:4px 0;font-size:12px;",
     "color:var(--gt-muted)}",
+    "details.cite a.open-passage{font-size:12px;color:var(--gt-accent)}",
     ".buttons{display:flex;flex-wrap:wrap;gap:6px;margin-top:8px}",
     ".buttons button{border:1px solid var(--gt-accent);background:var(--gt-bg);color:var(--gt-accent);",
     "border-radius:8px;padding:6px 10px;font:13px var(--gt-font);cursor:pointer;text-align:left;min-height:34px}",
@@ -149,7 +151,18 @@
     if (c.question) d.appendChild(el("p", { class: "q" }, "Q: " + c.question));
     if (c.snippet) d.appendChild(el("blockquote", {}, c.snippet));
     if (c.note) d.appendChild(el("p", { class: "note" }, c.note));
+    if (c.passage_id && PASSAGE_ID.test(c.passage_id)) d.appendChild(passageLink(c.passage_id));
     return d;
+  }
+
+  /* A study-note citation opens its passage on the tutor's study page: in place when the widget sits on
+     that page (a hash change), in a new tab from any other site. */
+  function passageLink(id) {
+    var url = API + "/#passage=" + id;
+    var here = location.origin + location.pathname === API + "/";
+    var a = el("a", { class: "open-passage", href: url }, "Open in the notes");
+    if (!here) { a.setAttribute("target", "_blank"); a.setAttribute("rel", "noopener"); }
+    return a;
   }
 
   function buttons(items, cls) {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -11,7 +12,7 @@ from app.config import Settings
 from app.main import create_app
 from tests.app.slack.fake_slack import FakeSlack
 from tests.app.slack.slack_requests import SECRET, Slack
-from tests.conftest import ingest_with
+from tests.conftest import ROOT, ingest_with
 from tests.fakes import FakeEncoder
 
 
@@ -38,8 +39,9 @@ def slack_settings(settings: Settings, fake_slack: FakeSlack) -> Settings:
 
 @pytest.fixture
 def slack(slack_settings: Settings, fake_encoder: FakeEncoder, fake_slack: FakeSlack) -> Iterator[Slack]:
-    """Signed requests to a running app with Slack enabled."""
-    ingest_with(slack_settings, fake_encoder)
+    """Signed requests to a running app with Slack enabled (the bank and the study notes)."""
+    shutil.copytree(ROOT / "data" / "notes", slack_settings.notes_path)
+    ingest_with(slack_settings, fake_encoder, [slack_settings.raw_path, slack_settings.notes_path])
     app = create_app(slack_settings, lambda _: fake_encoder, load_in_background=False)
     with TestClient(app) as client:
         yield Slack(client, fake_slack)

@@ -42,18 +42,43 @@ class Served:
 
 ARTIFACTS = ROOT / "artifacts" / "widget"
 
+# A note an author could add (`tutor ingest my-notes/`) that tries every way to run script on the page.
+HOSTILE_NOTE = """---
+title: A hostile note
+topics: [async-training]
+references:
+  - id: x
+    organisation: Nobody
+    title: "Nothing"
+    year: 2025
+---
+
+## Script in every form
+
+Plain text <script>window.__pwned = "script"</script> then <img src=x onerror="window.__pwned='img'"> then
+<iframe src="javascript:window.__pwned='iframe'"></iframe> [x].
+
+A [javascript link](javascript:window.__pwned='link') and a [data link](data:text/html,<script>alert(1)</script>)
+and an autolink <javascript:alert(1)> and <b onclick="window.__pwned='b'">raw bold</b>.
+
+<div style="position:fixed;inset:0" onmouseover="window.__pwned='div'">raw block</div>
+"""
+
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory, real_encoder: Encoder) -> Iterator[Served]:
     """The whole app over real HTTP on a free port, once /readyz answers."""
     data = tmp_path_factory.mktemp("web") / "data"
     shutil.copytree(SEEDS, data / "raw")
+    shutil.copytree(ROOT / "data" / "notes", data / "notes")
+    (data / "notes" / "hostile.md").write_text(HOSTILE_NOTE, encoding="utf-8")
     for name in ("taxonomy.yaml", "annotations.yaml"):
         shutil.copy(ROOT / "data" / name, data / name)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     settings = Settings(data_dir=data, database_url=f"sqlite:///{data / 'tutor.db'}", cors_origins=[base])
-    ingest_with(settings, real_encoder)
+    summary = ingest_with(settings, real_encoder, [settings.raw_path, settings.notes_path])
+    assert summary.skipped == [], summary.skipped
     app = create_app(settings, lambda _: real_encoder, load_in_background=False)
     app.state.demo_runner = FakeDemoRunner()
     with serving_in_thread(app, port=port) as served_base:
