@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from app.deps import RuntimeDep
 from app.errors import UnavailableError, error_body
+from app.keys.deps import rate_limiter_of
 
 router = APIRouter(tags=["health"])
 
@@ -20,10 +21,13 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", response_model=None)
-def readyz(runtime: RuntimeDep) -> dict[str, Any] | JSONResponse:
-    """Database reachable, model and index loaded and matching; 503 with the reason otherwise."""
+def readyz(request: Request, runtime: RuntimeDep) -> dict[str, Any] | JSONResponse:
+    """Database reachable, rate-limit storage (Redis, when configured) reachable, model and index loaded,
+    checked and matching; 503 with the reason otherwise."""
     try:
         runtime.check_database()
+        if runtime.settings.redis_url:  # keyed calls fail closed without it (app/keys/ratelimit.py)
+            rate_limiter_of(request.app.state, runtime).check()
         encoder, index = runtime.require()
     except UnavailableError as exc:
         return JSONResponse(error_body(exc.code, exc.message), 503, headers={"Retry-After": "5"})

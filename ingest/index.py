@@ -3,12 +3,18 @@
 Each index version lives in its own folder `v-<hash>/` (index.faiss + manifest.json), written to
 a temporary folder and renamed into place. The database records which version is live, in the
 same transaction as the bank, so a crash at any point leaves a bank and an index that match.
+
+The manifest records the SHA-256 of index.faiss and of its own content; both are checked when the
+index is loaded, so a damaged or edited file keeps the service from saying it is ready instead of
+serving wrong passages. The checks' messages name no server path (they reach clients as the reason
+the service is not ready); the folder is logged.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -19,6 +25,10 @@ from typing import Any
 import faiss
 import numpy as np
 
+from contracts.errors import UnavailableError
+
+log = logging.getLogger(__name__)
+
 FORMAT = 1
 # The bank-state rows (app.models.BankState) that name the live index and its model.
 INDEX_VERSION_KEY = "index_version"
@@ -27,8 +37,16 @@ INDEX_FILE = "index.faiss"
 MANIFEST_FILE = "manifest.json"
 
 
-class IndexError_(RuntimeError):
-    """The index is missing or does not match the configured model; the message says what to do."""
+class IndexDamagedError(RuntimeError):
+    """The index is missing, damaged, or does not match the configured model; the message says what to do
+    (and names no server path: it is the reason /readyz gives)."""
+
+
+class IndexSearchError(UnavailableError):
+    """A search of a loaded index failed: a 503 in the project's error shape; the cause goes to the log only."""
+
+    def __init__(self) -> None:
+        super().__init__("the search index could not answer; try again shortly")
 
 
 PASSAGE = "passage"
@@ -72,14 +90,23 @@ class LoadedIndex:
 
     def vectors_at(self, positions: list[int]) -> np.ndarray:
         """The stored vectors at the given positions."""
-        return np.stack([self.index.reconstruct(int(p)) for p in positions])
+        try:
+            return np.stack([self.index.reconstruct(int(p)) for p in positions])
+        except Exception as exc:  # FAISS's message names its source files and ours: the log keeps it
+            log.error("index %s: reconstruct failed: %s", self.version[:16], exc)
+            raise IndexSearchError() from exc
 
     def search(self, vectors: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Inner-product (cosine) search; returns (scores, positions) with -1 for no hit."""
         if not self.entries:
             n = len(vectors)
             return np.zeros((n, 0), dtype=np.float32), np.zeros((n, 0), dtype=np.int64)
-        scores, ids = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, len(self.entries)))
+        try:
+            scores, ids = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32),
+                                            min(k, len(self.entries)))
+        except Exception as exc:  # as in vectors_at
+            log.error("index %s: search failed: %s", self.version[:16], exc)
+            raise IndexSearchError() from exc
         return scores, ids
 
 
@@ -101,6 +128,63 @@ def index_version(model_id: str, dim: int, entries: list[IndexEntry], extra: str
     return digest.hexdigest()
 
 
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, read in 1 MB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+MANIFEST_HASH = "manifest_sha256"  # the manifest's hash of its own content (every other key)
+INDEX_HASH = "index_sha256"  # the manifest's hash of index.faiss
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """The SHA-256 of a manifest's content without its own hash (canonical JSON: sorted keys, no spaces)."""
+    body = {k: v for k, v in manifest.items() if k != MANIFEST_HASH}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def seal_manifest(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with its own hash recorded in it."""
+    return {**manifest, MANIFEST_HASH: manifest_digest(manifest)}
+
+
+def _refuse(folder: Path, message: str) -> IndexDamagedError:
+    """The error for a refused index version: the message for clients, the folder in the log."""
+    log.warning("index folder %s: %s", folder, message)
+    return IndexDamagedError(message)
+
+
+def verified_manifest(folder: Path, version: str) -> dict[str, Any]:
+    """An index version's manifest, after checking it and index.faiss against the hashes it records.
+
+    Costs one read of index.faiss and one pass over the manifest: about 25 ms for 20 000 vectors of
+    384 dimensions (31 MB), against about 25 ms for FAISS to read the index.
+    """
+    name = version[:16]
+    try:
+        manifest: dict[str, Any] = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise _refuse(folder, f"index version {name} is missing or unreadable; run `tutor ingest`") from exc
+    if not isinstance(manifest, dict) or MANIFEST_HASH not in manifest or INDEX_HASH not in manifest:
+        raise _refuse(folder, f"index version {name} records no checksums (written by an older version); "
+                              "run `tutor ingest`")
+    if manifest_digest(manifest) != manifest[MANIFEST_HASH]:
+        raise _refuse(folder, f"the manifest of index version {name} does not match its checksum "
+                              "(damaged or edited); run `tutor ingest`")
+    try:
+        actual = file_sha256(folder / INDEX_FILE)
+    except OSError as exc:
+        raise _refuse(folder, f"the index file of version {name} is missing or unreadable; run `tutor ingest`") from exc
+    if actual != manifest[INDEX_HASH]:
+        raise _refuse(folder, f"the index file of version {name} does not match its manifest "
+                              "(damaged or replaced); run `tutor ingest`")
+    return manifest
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -118,11 +202,19 @@ def write_index(
     exact_up_to: int | None = None,
     extra: str = "",
 ) -> str:
-    """Write an index version atomically unless it already exists; return its version."""
+    """Write an index version atomically unless it already exists whole; return its version.
+
+    A version whose files fail their checks (damaged, or written before the manifest recorded
+    hashes) is written again.
+    """
     version = index_version(model_id, dim, entries, extra)
     final = root / f"v-{version[:16]}"
     if (final / MANIFEST_FILE).exists():
-        return version
+        try:
+            verified_manifest(final, version)
+            return version
+        except IndexDamagedError:
+            log.warning("index version %s failed its checks; writing it again", version[:16])
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
     tmp.chmod(0o755)
@@ -130,15 +222,16 @@ def write_index(
         matrix = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, dim)
         index, info = build_index(dim, matrix, EXACT_UP_TO if exact_up_to is None else exact_up_to)
         faiss.write_index(index, str(tmp / INDEX_FILE))
-        manifest = {
+        manifest = seal_manifest({
             "format": FORMAT,
             "model_id": model_id,
             "dim": dim,
             "count": len(entries),
             "content_hash": version,
             **info,
+            INDEX_HASH: file_sha256(tmp / INDEX_FILE),
             "entries": [e.as_row() for e in entries],
-        }
+        })
         (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         for name in (INDEX_FILE, MANIFEST_FILE):
             with open(tmp / name, "rb") as fh:
@@ -208,31 +301,37 @@ def version_dir(root: Path, version: str) -> Path:
 
 
 def load_index(root: Path, version: str, model_id: str, dim: int) -> LoadedIndex:
-    """Load an index version, refusing one built with another model or of another shape."""
+    """Load an index version, refusing one that is damaged, or built with another model or of another shape."""
     folder = version_dir(root, version)
-    try:
-        manifest = json.loads((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise IndexError_(
-            f"index version {version[:16]} is missing or unreadable in {root}; run `tutor ingest`"
-        ) from exc
+    name = version[:16]
+    manifest = verified_manifest(folder, version)
     if manifest.get("model_id") != model_id or manifest.get("dim") != dim:
-        raise IndexError_(
+        raise IndexDamagedError(
             f"index was built with model {manifest.get('model_id')} (dim {manifest.get('dim')}) but the "
             f"service uses {model_id} (dim {dim}); re-ingest with `tutor ingest` to rebuild it"
         )
     if manifest.get("content_hash") != version:
-        raise IndexError_(f"index manifest in {folder} does not match the bank; run `tutor ingest`")
-    index: Any = faiss.read_index(str(folder / INDEX_FILE))
+        raise _refuse(folder, f"the manifest of index version {name} does not match the bank; run `tutor ingest`")
+    try:
+        entries = [IndexEntry(*row) for row in manifest["entries"]]
+    except (KeyError, TypeError) as exc:
+        raise _refuse(folder, f"the manifest of index version {name} has malformed entries; "
+                              "run `tutor ingest`") from exc
+    if manifest.get("count") != len(entries):
+        raise _refuse(folder, f"the manifest of index version {name} says {manifest.get('count')} entries but "
+                              f"lists {len(entries)}; run `tutor ingest`")
+    try:
+        index: Any = faiss.read_index(str(folder / INDEX_FILE))
+    except Exception as exc:  # FAISS's message names its source files and the path: the log keeps it
+        log.error("index folder %s: FAISS cannot read %s: %s", folder, INDEX_FILE, exc)
+        raise IndexDamagedError(f"the index file of version {name} cannot be read; run `tutor ingest`") from exc
     # One query at a time: OpenMP threads only add overhead (and fight the web workers for cores).
     faiss.omp_set_num_threads(1)
     if "ef_search" in manifest:  # efSearch is a search-time setting that the file does not keep
         index.hnsw.efSearch = int(manifest["ef_search"])
-    entries = [IndexEntry(*row) for row in manifest["entries"]]
-    if index.ntotal != len(entries) or manifest.get("count") != len(entries):
-        raise IndexError_(
-            f"index in {folder} has {index.ntotal} vectors for {len(entries)} entries; run `tutor ingest`"
-        )
+    if index.ntotal != len(entries):
+        raise _refuse(folder, f"index version {name} holds {index.ntotal} vectors for {len(entries)} entries; "
+                              "run `tutor ingest`")
     return LoadedIndex(index=index, entries=entries, manifest=manifest, version=version)
 
 

@@ -1,8 +1,15 @@
-"""The serving encoder: the int8 ONNX export of the model, run with onnxruntime (no torch import)."""
+"""The serving encoder: the int8 ONNX export of the model, run with onnxruntime (no torch import).
+
+The export's manifest (encoder.json) records the SHA-256 of the model, of the tokenizer and of its
+own content; all three are checked when the encoder is built, so a damaged export keeps the service
+from saying it is ready instead of serving vectors that match nothing.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,12 +17,83 @@ from typing import Any
 
 import numpy as np
 
+from contracts.errors import UnavailableError
+
+log = logging.getLogger(__name__)
+
 ENCODER_MANIFEST = "encoder.json"
 ONNX_FILE = "model-int8.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+MANIFEST_HASH = "manifest_sha256"  # the manifest's hash of its own content (every other key)
+# The manifest's hash of each file of the export.
+FILE_HASHES = ((ONNX_FILE, "sha256"), (TOKENIZER_FILE, "tokenizer_sha256"))
 
 
 class EncoderArtifactError(RuntimeError):
     """The exported encoder is missing or does not belong to the configured model."""
+
+
+class EncoderIntegrityError(RuntimeError):
+    """The exported encoder's files do not match the hashes in its manifest.
+
+    Not an EncoderArtifactError: a missing export may be served by the PyTorch model instead
+    (`app.serving.encoders`), a damaged one is refused, so that the service is not ready until it is
+    exported again. The message names no server path: it is the reason /readyz gives.
+    """
+
+
+class EncoderRunError(UnavailableError):
+    """The encoder failed on a request: a 503 in the project's error shape; the cause goes to the log only."""
+
+    def __init__(self) -> None:
+        super().__init__("the encoder could not run; try again shortly")
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, read in 1 MB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def manifest_digest(manifest: dict[str, object]) -> str:
+    """The SHA-256 of a manifest's content without its own hash (canonical JSON: sorted keys, no spaces)."""
+    body = {k: v for k, v in manifest.items() if k != MANIFEST_HASH}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_manifest(folder: Path, manifest: dict[str, object]) -> dict[str, object]:
+    """Record the hashes of the export's files and of the manifest itself, and write it; returns what was written."""
+    recorded = {k: v for k, v in manifest.items() if k != MANIFEST_HASH}
+    for name, key in FILE_HASHES:
+        recorded[key] = file_sha256(folder / name)
+    recorded[MANIFEST_HASH] = manifest_digest(recorded)
+    (folder / ENCODER_MANIFEST).write_text(json.dumps(recorded, indent=1), encoding="utf-8")
+    return recorded
+
+
+def verify_export(folder: Path, manifest: dict[str, object]) -> None:
+    """Raise EncoderIntegrityError unless the manifest and the export's files match the recorded hashes.
+
+    Costs one read of the model and the tokenizer: about 15 ms for all-MiniLM-L6-v2 (23 MB).
+    """
+    def refuse(message: str) -> EncoderIntegrityError:
+        log.warning("ONNX encoder folder %s: %s", folder, message)
+        return EncoderIntegrityError(f"{message}; run `tutor models export`")
+
+    if MANIFEST_HASH not in manifest or any(key not in manifest for _, key in FILE_HASHES):
+        raise refuse("the ONNX encoder's manifest records no checksums (an older export)")
+    if manifest_digest(manifest) != manifest[MANIFEST_HASH]:
+        raise refuse("the ONNX encoder's manifest does not match its checksum (damaged or edited)")
+    for name, key in FILE_HASHES:
+        try:
+            actual = file_sha256(folder / name)
+        except OSError as exc:
+            raise refuse(f"the ONNX encoder's {name} is missing or unreadable") from exc
+        if actual != manifest[key]:
+            raise refuse(f"the ONNX encoder's {name} does not match its manifest (damaged or replaced)")
 
 
 def encoder_dir(index_root: Path, model_id: str) -> Path:
@@ -25,13 +103,16 @@ def encoder_dir(index_root: Path, model_id: str) -> Path:
 
 
 def read_manifest(folder: Path) -> dict[str, object]:
-    """The export's manifest (source model id, file hash, checks)."""
+    """The export's manifest (source model id, file hashes, checks), unchecked: see `verify_export`."""
     try:
         data: dict[str, object] = json.loads((folder / ENCODER_MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
+        log.info("no exported ONNX encoder in %s", folder)
         raise EncoderArtifactError(
-            f"no exported ONNX encoder in {folder}; run `tutor models export` (or `tutor ingest`)"
+            f"no exported ONNX encoder in {folder.name}/; run `tutor models export` (or `tutor ingest`)"
         ) from exc
+    if not isinstance(data, dict):
+        raise EncoderIntegrityError("the ONNX encoder's manifest is not an object; run `tutor models export`")
     return data
 
 
@@ -54,13 +135,14 @@ class OnnxEncoder:
         manifest = read_manifest(folder)
         if manifest.get("model_id") != model_id:
             raise EncoderArtifactError(
-                f"exported encoder in {folder} is for {manifest.get('model_id')}, not {model_id}; "
+                f"exported encoder in {folder.name}/ is for {manifest.get('model_id')}, not {model_id}; "
                 "run `tutor models export`"
             )
+        verify_export(folder, manifest)
         self.model_id = model_id
         self.dim = int(manifest["dim"])  # type: ignore[call-overload]
         self.max_length = int(manifest.get("max_length", 256))  # type: ignore[call-overload]
-        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
         # The shipped tokenizer.json pads every input to 128 tokens; padding is done per length group.
         padding = tokenizer.padding
         self._pad_id = int(padding["pad_id"]) if padding else 0
@@ -112,7 +194,11 @@ class OnnxEncoder:
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
         # No lock: onnxruntime sessions take concurrent runs (the batcher's workers run one each).
-        (hidden,) = session.run(["last_hidden_state"], feeds)
+        try:
+            (hidden,) = session.run(["last_hidden_state"], feeds)
+        except Exception as exc:  # onnxruntime's message names its internals: the log keeps it
+            log.error("ONNX encoder %s failed on a batch of %d: %s", self.model_id, len(ids), exc)
+            raise EncoderRunError() from exc
         # Mean over the real tokens, then unit length. No (batch, tokens, dim) temporary: each numpy
         # call on a large array releases and retakes the GIL, a wait behind the event loop.
         weights = mask.astype(np.float32)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -15,7 +13,17 @@ from typing import Any
 import numpy as np
 
 from ingest.embedder import SentenceTransformerEncoder, model_id_for, resolve_model_path
-from ingest.onnx_encoder import ENCODER_MANIFEST, ONNX_FILE, OnnxEncoder, encoder_dir, read_manifest
+from ingest.onnx_encoder import (
+    ONNX_FILE,
+    TOKENIZER_FILE,
+    EncoderArtifactError,
+    EncoderIntegrityError,
+    OnnxEncoder,
+    encoder_dir,
+    read_manifest,
+    verify_export,
+    write_manifest,
+)
 
 QUANTISATION = (
     "dynamic int8 (7-bit weights), per channel, fused attention; "
@@ -199,8 +207,14 @@ def scale_outlier_channels(graph: Any, nodes: list[Any], maxima: list[np.ndarray
     return scaled
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _intact(folder: Path) -> dict[str, object] | None:
+    """The manifest of an export whose files match it; None when there is none or it fails its checks."""
+    try:
+        manifest = read_manifest(folder)
+        verify_export(folder, manifest)
+    except (EncoderArtifactError, EncoderIntegrityError):
+        return None
+    return manifest
 
 
 def export_encoder(model: str, index_root: Path, force: bool = False) -> ExportResult:
@@ -208,9 +222,10 @@ def export_encoder(model: str, index_root: Path, force: bool = False) -> ExportR
     drifts from PyTorch."""
     folder = encoder_dir(index_root, model_id_for(model))
     if not force and (folder / ONNX_FILE).exists():
-        manifest = read_manifest(folder)
-        # An export made by an older recipe is made again, so an upgrade serves the current one.
-        if manifest.get("sha256") == _sha256(folder / ONNX_FILE) and manifest.get("quantisation") == QUANTISATION:
+        # An export made by an older recipe, or whose files fail their checks (damaged, or exported
+        # before the manifest recorded every hash), is made again.
+        manifest = _intact(folder)
+        if manifest is not None and manifest.get("quantisation") == QUANTISATION:
             return ExportResult(folder, str(manifest["sha256"]), float(manifest["min_cosine"]), False)  # type: ignore[arg-type]
     reference = SentenceTransformerEncoder(model)
     model_dir = resolve_model_path(model)
@@ -225,16 +240,14 @@ def export_encoder(model: str, index_root: Path, force: bool = False) -> ExportR
                                         config.hidden_size, model_dir / "tokenizer.json")
         for name in ("raw.onnx", "fused.onnx"):
             (tmp / name).unlink(missing_ok=True)
-        shutil.copy(model_dir / "tokenizer.json", tmp / "tokenizer.json")
-        manifest = {
+        shutil.copy(model_dir / "tokenizer.json", tmp / TOKENIZER_FILE)
+        manifest = write_manifest(tmp, {  # records the files' hashes, checked by every load
             "model_id": reference.model_id,
             "dim": reference.dim,
             "max_length": MAX_LENGTH,
-            "sha256": _sha256(tmp / ONNX_FILE),
             "quantisation": QUANTISATION,
             "outlier_channels_scaled": scaled,
-        }
-        (tmp / ENCODER_MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        })
         candidate = OnnxEncoder(tmp, reference.model_id)
         cosines = np.sum(candidate.encode(CHECK_TEXTS) * reference.encode(CHECK_TEXTS), axis=1)
         worst, mean = float(cosines.min()), float(cosines.mean())
@@ -244,7 +257,7 @@ def export_encoder(model: str, index_root: Path, force: bool = False) -> ExportR
                 f"need {MIN_MEAN_COSINE} and {MIN_COSINE})"
             )
         manifest["min_cosine"], manifest["mean_cosine"] = round(worst, 5), round(mean, 5)
-        (tmp / ENCODER_MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+        manifest = write_manifest(tmp, manifest)
         if folder.exists():
             shutil.rmtree(folder)
         os.replace(tmp, folder)

@@ -22,9 +22,9 @@ from app.db import (
     transaction,
     upgrade,
 )
-from app.errors import UnavailableError
+from app.errors import TutorError, UnavailableError
 from app.grading.decision import load_decision
-from app.grading.pairjudge import load_judge, use_judge
+from app.grading.pairjudge import JudgeArtifactError, load_judge, use_judge
 from app.keys.service import Caller
 from app.models import BankState
 from app.serving.aio import SingleFlight
@@ -34,9 +34,22 @@ from app.serving.journal import AttemptJournal
 from app.serving.memtrim import heap_trimmer
 from app.serving.writes import GroupWriter
 from ingest.embedder import Encoder
-from ingest.index import INDEX_VERSION_KEY, LoadedIndex, load_index
+from ingest.index import INDEX_VERSION_KEY, IndexDamagedError, LoadedIndex, load_index
+from ingest.onnx_encoder import EncoderArtifactError, EncoderIntegrityError
 
 log = logging.getLogger(__name__)
+
+# Errors whose messages are written for clients: short, naming no server path. Any other error's
+# message (a library's, which may name files and its own internals) stays in the log.
+CLIENT_SAFE_ERRORS = (TutorError, IndexDamagedError, EncoderArtifactError, EncoderIntegrityError, JudgeArtifactError)
+
+
+def not_ready_reason(exc: Exception, stage: str) -> str:
+    """Why the service is not ready, as /readyz and every 503 say it: the message of one of our
+    errors, or else only which part failed to load."""
+    if isinstance(exc, CLIENT_SAFE_ERRORS):
+        return str(exc)
+    return f"the {stage} failed to load (see the server log)"
 
 TRIM_S = 5.0  # how often a serving process hands freed heap memory back (app/serving/memtrim.py)
 CHECKPOINT_S = 0.5  # how often a serving process checkpoints SQLite's write-ahead log (app/db.py)
@@ -129,23 +142,28 @@ class Runtime:
     def load(self) -> None:
         """Load the encoder and the live index; record what is wrong instead of raising."""
         with self._lock:
+            stage = "database schema"
             try:
                 if not schema_is_current(self.engine):
                     raise UnavailableError("database schema is not up to date; run `tutor ingest`")
+                stage = "encoder"
                 if self.encoder is None:
                     self.encoder = batched(self.settings, self.encoder_factory(self.settings))
                 # The grader's pair judge and decision, loaded (and the judge's files checked against
                 # its manifest) before the service says it is ready.
+                stage = "pair judge"
                 use_judge(load_judge(self.settings.judge_dir))
+                stage = "grading decision"
                 load_decision()
+                stage = "index"  # its files are checked against the hashes in its manifest
                 version = self._live_version()
                 if version is None:
                     raise UnavailableError("the bank is empty: run `tutor ingest` first")
                 self._bank = self._load_bank(self.encoder, version)
                 self.problem = None
             except Exception as exc:
-                self.problem = str(exc)
-                log.error("not ready: %s", exc)
+                self.problem = not_ready_reason(exc, stage)
+                log.error("not ready: %s", exc, exc_info=not isinstance(exc, CLIENT_SAFE_ERRORS))
 
     def _load_bank(self, encoder: Encoder, version: str) -> tuple[LoadedIndex, RubricBook]:
         index = load_index(self.settings.index_path, version, encoder.model_id, encoder.dim)
