@@ -51,10 +51,12 @@ def bench_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 @contextmanager
 def prepared_data() -> Iterator[Path]:
-    """A temporary copy of the project's data with the bank ingested and the encoder exported."""
+    """A temporary copy of the project's data (quiz documents and study notes) with the bank ingested and
+    the encoder exported."""
     with tempfile.TemporaryDirectory(prefix="tutor-bench-") as tmp:
         data = Path(tmp) / "data"
         shutil.copytree(ROOT / "data" / "raw", data / "raw")
+        shutil.copytree(ROOT / "data" / "notes", data / "notes")
         for name in ("taxonomy.yaml", "annotations.yaml"):
             shutil.copy(ROOT / "data" / name, data / name)
         exported = ROOT / "data" / "index" / "encoders"

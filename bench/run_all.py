@@ -6,6 +6,7 @@ import os
 import platform
 
 from bench_api import Pair, api_figures
+from bench_ask import ask_figures, print_ask
 from bench_encoder import EncoderProbe, encoder_figures, per_batch
 from bench_floor import floor_figures, print_floor
 from bench_search import search_figures
@@ -73,6 +74,8 @@ def main() -> None:
     print_floor(floor_figures(probe))
     print(f"\n## Ingestion: {api['ingest_embedded']} texts in {api['ingest_s']:.1f} s = "
           f"{api['ingest_texts_per_s']:.0f} texts/s (first run, PyTorch, including model load)")
+    print("\n## Ask: the study-note passages that answer a learner's question, or 'not covered' (bench/bench_ask.py)")
+    print_ask(ask_figures())
     print("\n## Search (384-d synthetic, unseen queries)")
     for r in search_figures():
         print(f"{r['n']:>7,} items  {r['type']:14s} build {r['build_s']:6.1f} s  p50 {r['p50_ms']:.3f} ms  "
