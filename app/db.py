@@ -46,7 +46,8 @@ def make_engine(url: str, pool_size: int = WORKER_THREADS, wal_autocheckpoint: i
         # As many connections as the server's worker threads; admission
         # control (app/serving/admission.py) keeps fewer requests than that inside the app at once.
         engine = create_engine(
-            url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=pool_size, max_overflow=0
+            url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=pool_size, max_overflow=0,
+            hide_parameters=True,  # statements in logs and errors never carry learners' answers
         )
 
         @event.listens_for(engine, "connect")
@@ -63,7 +64,8 @@ def make_engine(url: str, pool_size: int = WORKER_THREADS, wal_autocheckpoint: i
 
         event.listen(engine, "savepoint", _begin_before_savepoint)
         return engine
-    return create_engine(url, pool_pre_ping=True, pool_size=min(pool_size, 5), max_overflow=max(pool_size - 5, 0))
+    return create_engine(url, pool_pre_ping=True, hide_parameters=True, pool_size=min(pool_size, 5),
+                         max_overflow=max(pool_size - 5, 0))
 
 
 def _begin_before_savepoint(conn: Connection, _name: str) -> None:

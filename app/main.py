@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
-from fastapi.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp
 
 from app import health
 from app.appeals import endpoints as appeals_endpoints
@@ -31,6 +31,18 @@ from app.serving.limits_mw import BodyLimit
 from app.serving.runtime import Runtime
 from app.slack.routes import mount as mount_slack
 from app.web import endpoints as web_endpoints
+from contracts.http import ErrorShapeCORSMiddleware, SecurityHeaders
+
+
+class TutorAPI(FastAPI):
+    """The FastAPI app with the security headers outside every layer, the server-error layer included.
+
+    Middleware added with `add_middleware` sits inside Starlette's server-error layer, so an unexpected
+    500 would leave without them; wrapping the whole stack gives them to every response.
+    """
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
 
 
 def attempt_journal(runtime: Runtime) -> AttemptJournal:
@@ -89,7 +101,7 @@ def create_app(
         yield
         runtime.close()
 
-    app = FastAPI(
+    app = TutorAPI(
         title="GPU Tutor",
         version="0.1.0",
         summary="A tutor for multi-GPU computing and distributed training, with grounded explanations.",
@@ -103,10 +115,13 @@ def create_app(
         queue=settings.max_queued_requests,
         wait_s=settings.queue_wait_s,
     )
-    app.add_middleware(BodyLimit, default=settings.max_body_bytes, bulk=settings.max_bulk_body_bytes)
-    # Only the configured origins may call the API from a browser; the token travels in a header, not a cookie.
     app.add_middleware(
-        CORSMiddleware,
+        BodyLimit, default=settings.max_body_bytes, bulk=settings.max_bulk_body_bytes, timeout_s=settings.body_timeout_s
+    )
+    # Only the configured origins may call the API from a browser; the token travels in a header, not a cookie.
+    # A refused preflight answers in the error shape (400, code "cors_refused").
+    app.add_middleware(
+        ErrorShapeCORSMiddleware,
         allow_origins=settings.cors_origins,
         allow_methods=["GET", "POST"],
         allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],

@@ -7,14 +7,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.text import PlainText
+
 
 class AppealIn(BaseModel):
     """The learner's claim about an attempt's verdict."""
 
     model_config = ConfigDict(extra="forbid")
     claimed_verdict: Literal["correct", "partial"] = "correct"
-    comment: str | None = Field(default=None, max_length=1000)
-    learner_id: str | None = Field(
+    comment: PlainText | None = Field(default=None, max_length=1000)
+    learner_id: PlainText | None = Field(
         default=None, max_length=64,
         description="the learner who made the attempt (their opaque id); a grading API attempt is appealed with "
                     "its own X-API-Key instead")

@@ -14,7 +14,9 @@ from app.chat.service import begin, identify, run_turn, sse_stream, stream_turn
 from app.chat.store import history, learner_for_token, new_conversation, owned_conversation
 from app.deps import RuntimeDep, SessionDep
 from app.errors import ForbiddenError, UnauthorizedError
+from app.keys.deps import CHAT_LIMIT
 from app.models import Conversation, as_utc
+from app.serving.admission import EventStream, open_stream
 
 router = APIRouter(prefix="/v1/chat", tags=["chat"])
 
@@ -43,6 +45,8 @@ def bearer(authorization: Annotated[str | None, Header(max_length=200)] = None) 
 TokenDep = Annotated[str | None, Depends(bearer)]
 RunnerDep = Annotated[DemoRunner, Depends(demo_runner)]
 OriginCheck = [Depends(allowed_origin)]
+# Turns and new conversations: the origin is checked first, so a refused origin takes nothing of the limit.
+LimitedOriginCheck = [Depends(allowed_origin), CHAT_LIMIT]
 
 
 def _required(token: str | None) -> str:
@@ -51,7 +55,7 @@ def _required(token: str | None) -> str:
     return token
 
 
-@router.post("", response_model=ChatOut, dependencies=OriginCheck)
+@router.post("", response_model=ChatOut, dependencies=LimitedOriginCheck)
 def chat(body: ChatIn, session: SessionDep, runtime: RuntimeDep, runner: RunnerDep, token: TokenDep) -> dict[str, Any]:
     """Send a message and get the tutor's replies (without a token, a new learner and token are issued)."""
     conversation, issued = begin(session, token, body.conversation_id)
@@ -62,23 +66,24 @@ def chat(body: ChatIn, session: SessionDep, runtime: RuntimeDep, runner: RunnerD
 
 @router.post(
     "/stream",
-    dependencies=OriginCheck,
+    dependencies=LimitedOriginCheck,
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}, "description": "meta, reply*, progress*, error?, done"}},
 )
 def chat_stream(
-    body: ChatIn, session: SessionDep, runtime: RuntimeDep, runner: RunnerDep, token: TokenDep
+    request: Request, body: ChatIn, session: SessionDep, runtime: RuntimeDep, runner: RunnerDep, token: TokenDep
 ) -> StreamingResponse:
-    """The same turn as server-sent events: meta, each reply as it is ready, demo progress, done."""
+    """The same turn as server-sent events: meta, each reply as it is ready, demo progress, done.
+
+    An open stream counts against the open-stream bounds, not the request limit (429 or 503 beyond them).
+    """
+    settings = runtime.settings
+    ticket = open_stream(request, settings.max_open_streams, settings.max_open_streams_per_client)
     conversation, issued = begin(session, token, body.conversation_id)
     # The session dependency commits when this function returns, before the stream opens its own transactions.
     meta = {"conversation_id": conversation.id, "token": issued}
     events = stream_turn(runtime, runner, conversation.id, body.message)
-    return StreamingResponse(
-        sse_stream(meta, events),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return EventStream(ticket, sse_stream(meta, events))
 
 
 def _summary(c: Conversation) -> dict[str, Any]:
@@ -86,7 +91,7 @@ def _summary(c: Conversation) -> dict[str, Any]:
 
 
 @router.post("/conversations", response_model=ConversationOut, status_code=status.HTTP_201_CREATED,
-             dependencies=OriginCheck)
+             dependencies=LimitedOriginCheck)
 def start_conversation(session: SessionDep, token: TokenDep) -> dict[str, Any]:
     """Start a new conversation (issuing a learner token when none is given)."""
     learner_id, issued = identify(session, token)

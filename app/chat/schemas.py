@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.chat.replies import Reply
+from contracts.text import PlainText
 
 MAX_MESSAGE = 2000
 
@@ -18,8 +19,8 @@ class ChatIn(BaseModel):
         extra="forbid",
         json_schema_extra={"examples": [{"message": "quiz me on pipeline parallelism", "conversation_id": None}]},
     )
-    message: str = Field(min_length=1, max_length=MAX_MESSAGE)
-    conversation_id: str | None = Field(default=None, max_length=64)
+    message: PlainText = Field(min_length=1, max_length=MAX_MESSAGE)
+    conversation_id: PlainText | None = Field(default=None, max_length=64)
 
     @field_validator("message")
     @classmethod

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import httpx
-from fastapi import APIRouter, Body, Depends, Header, Path, status
+from fastapi import APIRouter, Body, Depends, Header, Path, Request, status
 from fastapi.responses import StreamingResponse
 
 from app.bank.repository import list_questions
@@ -15,6 +15,7 @@ from app.config import Settings
 from app.demos.client import RunLost, WorkerClient
 from app.deps import RuntimeDep, SessionDep
 from app.errors import NotFoundError, TutorError
+from app.serving.admission import EventStream, open_stream
 from contracts.demos import DEMOS
 
 router = APIRouter(prefix="/v1/demos", tags=["demos"])
@@ -107,20 +108,23 @@ async def _relay(worker: WorkerClient, run_id: str, after: int) -> AsyncIterator
 
 @router.get("/runs/{run_id}/events")
 def run_events(
+    request: Request,
     run_id: RunId,
     worker: WorkerDep,
+    runtime: RuntimeDep,
     after: int = -1,
     last_event_id: Annotated[int | None, Header()] = None,
 ) -> StreamingResponse:
-    """Server-sent events relayed from the worker: status, progress, and a final `done` with the result."""
+    """Server-sent events relayed from the worker: status, progress, and a final `done` with the result.
+
+    An open stream counts against the open-stream bounds, not the request limit (429 or 503 beyond them).
+    """
+    settings: Settings = runtime.settings
+    ticket = open_stream(request, settings.max_open_streams, settings.max_open_streams_per_client)
     try:
         worker.request("GET", f"/v1/runs/{run_id}")  # 404 / 503 as JSON before the stream starts
     except RunLost as exc:
         body = _event("done", {"type": "done", **_lost(run_id, str(exc)), "result": None})
-        return StreamingResponse(iter([body]), media_type="text/event-stream")
+        return EventStream(ticket, iter([body]))
     start = last_event_id if last_event_id is not None else after
-    return StreamingResponse(
-        _relay(worker, run_id, start),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return EventStream(ticket, _relay(worker, run_id, start))

@@ -17,7 +17,7 @@ from app.deps import RuntimeDep, SessionDep
 from app.errors import UnavailableError
 from app.grade_api.schemas import BatchIn, GradeIn, RubricIn
 from app.grade_api.service import grade_items, load_rubric, prepare_items, register_rubric
-from app.keys.deps import ApiKeyDep, count_usage
+from app.keys.deps import ApiKeyDep, RateLimiterDep, UncountedApiKeyDep, charge, count_usage
 from app.keys.service import Caller, add_usage
 from app.models import Attempt
 from app.serving.aio import encode_then
@@ -129,8 +129,15 @@ async def grade_one_response(runtime: Runtime, key: Caller, body: GradeIn) -> Gr
 
 
 @router.post("/grade/batch", response_model=None)
-async def grade_batch(body: BatchIn, runtime: RuntimeDep, key: ApiKeyDep) -> GradingResponse:
-    """Grade up to 100 answers in one call; an item that fails carries its own error."""
+async def grade_batch(
+    body: BatchIn, runtime: RuntimeDep, key: UncountedApiKeyDep, limiter: RateLimiterDep
+) -> GradingResponse:
+    """Grade up to 100 answers in one call; an item that fails carries its own error.
+
+    Each item costs one call of the key's rate limit. A batch that does not fit in what is left is refused
+    whole (429 with Retry-After), so nothing is graded, stored or counted for it.
+    """
+    await charge(limiter, key, len(body.items))
     results, attempts = await grade_items(runtime, key, body.items)
     await _store(runtime, key, "grade/batch", len(body.items), attempts)
     return GradingResponse({"results": results})

@@ -7,6 +7,7 @@ from typing import Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.quiz.schemas import MAX_ANSWER, not_blank
+from contracts.text import PlainText
 
 TEXT = 2000
 LIST = 20
@@ -16,7 +17,7 @@ class Example(BaseModel):
     """A labelled example answer."""
 
     model_config = ConfigDict(extra="forbid")
-    answer: str = Field(min_length=1, max_length=TEXT)
+    answer: PlainText = Field(min_length=1, max_length=TEXT)
     label: Literal["correct", "partial", "incorrect"]
 
 
@@ -36,11 +37,11 @@ class RubricIn(BaseModel):
             ]
         },
     )
-    question: str = Field(min_length=1, max_length=TEXT)
-    reference_answers: list[str] = Field(min_length=1, max_length=LIST)
-    wrong_answers: list[str] = Field(default_factory=list, max_length=LIST)
+    question: PlainText = Field(min_length=1, max_length=TEXT)
+    reference_answers: list[PlainText] = Field(min_length=1, max_length=LIST)
+    wrong_answers: list[PlainText] = Field(default_factory=list, max_length=LIST)
     examples: list[Example] = Field(default_factory=list, max_length=200)
-    explanation: str | None = Field(default=None, max_length=4 * TEXT)
+    explanation: PlainText | None = Field(default=None, max_length=4 * TEXT)
 
     @field_validator("reference_answers", "wrong_answers")
     @classmethod
@@ -68,13 +69,13 @@ class GradeIn(BaseModel):
             ]
         },
     )
-    answer: str = Field(min_length=1, max_length=MAX_ANSWER, description=f"at most {MAX_ANSWER} characters")
-    choice: str | None = Field(default=None, max_length=8)
-    question_id: str | None = Field(default=None, max_length=64)
-    rubric_id: str | None = Field(default=None, max_length=64)
-    question: str | None = Field(default=None, min_length=1, max_length=TEXT)
-    reference_answers: list[str] | None = Field(default=None, min_length=1, max_length=LIST)
-    wrong_answers: list[str] = Field(default_factory=list, max_length=LIST)
+    answer: PlainText = Field(min_length=1, max_length=MAX_ANSWER, description=f"at most {MAX_ANSWER} characters")
+    choice: PlainText | None = Field(default=None, max_length=8)
+    question_id: PlainText | None = Field(default=None, max_length=64)
+    rubric_id: PlainText | None = Field(default=None, max_length=64)
+    question: PlainText | None = Field(default=None, min_length=1, max_length=TEXT)
+    reference_answers: list[PlainText] | None = Field(default=None, min_length=1, max_length=LIST)
+    wrong_answers: list[PlainText] = Field(default_factory=list, max_length=LIST)
     examples: list[Example] = Field(default_factory=list, max_length=200)
 
     _blank = field_validator("answer")(not_blank)

@@ -50,8 +50,12 @@ def _item(body: RubricIn) -> GradingItem:
 
 
 def register_rubric(session: Session, book: RubricBook, key: Caller, body: RubricIn) -> StoredRubric:
-    """Precompute and store everything about a client's question (its texts go through the cache)."""
-    encoder = book.encoder
+    """Precompute and store everything about a client's question.
+
+    Its texts go through the cache of clients' texts (`CachedEncoder.inline`), bounded and expiring: the
+    rubric row keeps every vector it needs, so the cache only saves embedding the same texts twice.
+    """
+    encoder = book.encoder.inline()
     (rubric,) = prepare_many([_item(body)], encoder)
     row = StoredRubric(
         id=new_id("r"),
@@ -134,7 +138,8 @@ def _read_questions(bank: Bank, index: LoadedIndex, book: RubricBook,
 
 
 def _resolve(bank: Bank, book: RubricBook, key: Caller, items: list[GradeIn], strict: bool) -> list[Resolved]:
-    """Registered rubrics (read in one transaction) and inline questions (prepared in one batch)."""
+    """Registered rubrics (read in one transaction) and inline questions (prepared in one batch, their texts
+    through the bounded, expiring cache of clients' texts: `CachedEncoder.inline`)."""
     out: list[Resolved | None] = []
     inline: list[int] = []
     with transaction(bank.factory) as session:
@@ -151,7 +156,7 @@ def _resolve(bank: Bank, book: RubricBook, key: Caller, items: list[GradeIn], st
                     raise
                 out.append(exc)
     if inline:
-        prepared = prepare_many([_item(items[i].inline()) for i in inline], book.encoder)
+        prepared = prepare_many([_item(items[i].inline()) for i in inline], book.encoder.inline())
         for i, rubric in zip(inline, prepared, strict=True):
             out[i] = _Target(rubric)
     return [t for t in out if t is not None]

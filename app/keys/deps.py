@@ -1,4 +1,5 @@
-"""Request dependencies of the public API: the caller's key, its rate limit, scopes and usage."""
+"""Request dependencies of the public API: the caller's key, its rate limit, scopes and usage, and the
+per-address limit of calls without a key."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import State
 
+from app.config import Settings
 from app.db import transaction
 from app.deps import RuntimeDep
 from app.errors import ForbiddenError, UnavailableError
@@ -60,11 +62,24 @@ async def require_api_key(
     costs no query per call; a key revoked meanwhile stops working when its entry expires.
     """
     caller = await _authenticated(runtime, secret)
-    if limiter.shared:  # Redis: a network round trip, kept off the event loop
-        await run_in_threadpool(limiter.hit, caller.id, caller.rate_limit)
-    else:
-        limiter.hit(caller.id, caller.rate_limit)
+    await charge(limiter, caller, 1)
     return caller
+
+
+async def uncounted_api_key(
+    runtime: RuntimeDep, secret: Annotated[str | None, Depends(api_key_header)] = None
+) -> Caller:
+    """The caller's active key (401 like `require_api_key`), not yet counted: for a route whose cost depends on
+    its body, which then counts it with `charge` (POST /v1/grade/batch: one call per item)."""
+    return await _authenticated(runtime, secret)
+
+
+async def charge(limiter: RateLimiter, caller: Caller, cost: int) -> None:
+    """Count `cost` calls of `caller` against its rate limit, all or none (429 when they do not fit)."""
+    if limiter.shared:  # Redis: a network round trip, kept off the event loop
+        await run_in_threadpool(limiter.hit, caller.id, caller.rate_limit, cost)
+    else:
+        limiter.hit(caller.id, caller.rate_limit, cost)
 
 
 async def _authenticated(runtime: Runtime, secret: str | None) -> Caller:
@@ -96,6 +111,42 @@ async def optional_api_key(
 
 ApiKeyDep = Annotated[Caller, Depends(require_api_key)]
 OptionalApiKeyDep = Annotated[Caller | None, Depends(optional_api_key)]
+UncountedApiKeyDep = Annotated[Caller, Depends(uncounted_api_key)]
+
+
+def anonymous_limit(scope: str, limit_of: Callable[[Settings], str]) -> Callable[..., Awaitable[Caller | None]]:
+    """A dependency limiting a route's calls without an API key per client address (429 when over).
+
+    A call that sends a key is checked and counted like `require_api_key` instead (401 for a wrong one,
+    so a made-up key does not escape the limit) and gives the key; an anonymous call gives None. The
+    address is the socket's peer as the server reports it (uvicorn puts the X-Forwarded-For client there
+    only for a peer in its FORWARDED_ALLOW_IPS); requests without one share the address "unknown".
+    Use in a route's `dependencies`, after checks that refuse a request without counting it.
+    """
+
+    async def dependency(
+        request: Request,
+        runtime: RuntimeDep,
+        limiter: RateLimiterDep,
+        secret: Annotated[str | None, Depends(api_key_header)] = None,
+    ) -> Caller | None:
+        if secret is not None:
+            return await require_api_key(runtime, limiter, secret)
+        address = request.client.host if request.client else "unknown"
+        limit = limit_of(runtime.settings)
+        if limiter.shared:
+            await run_in_threadpool(limiter.hit_anonymous, scope, address, limit)
+        else:
+            limiter.hit_anonymous(scope, address, limit)
+        return None
+
+    dependency.__name__ = f"limit_anonymous_{scope}"
+    return dependency
+
+
+# POST /v1/ask, and the chat's messages and new conversations (one allowance for the chat).
+ASK_LIMIT = Depends(anonymous_limit("ask", lambda settings: settings.anonymous_ask_rate_limit))
+CHAT_LIMIT = Depends(anonymous_limit("chat", lambda settings: settings.anonymous_chat_rate_limit))
 
 
 def require_scope(scope: str) -> Callable[[Caller], Awaitable[Caller]]:

@@ -1,4 +1,5 @@
-"""Per-key rate limits with the `limits` library: Redis when configured, process memory otherwise."""
+"""Rate limits per API key, and per client address for calls without a key, with the `limits` library:
+Redis when configured, process memory otherwise."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def parse_limit(limit: str) -> tuple[limits.RateLimitItem, ...]:
 
 
 class RateLimiter:
-    """Moving-window limits per API key over a shared (Redis) or process-local (memory) storage.
+    """Moving-window limits per API key (and per client address for anonymous calls, `hit_anonymous`) over a
+    shared (Redis) or process-local (memory) storage.
 
     Moving window rather than fixed window: a fixed window lets a client spend its whole
     allowance at the end of one window and again at the start of the next (twice the limit in
@@ -83,22 +85,81 @@ class RateLimiter:
             raise ValueError(f"cannot use {_redact(url)!r} for rate limits: {exc}") from exc
         return cls(storage, default_limit, shared=True)
 
-    def hit(self, key_id: str, limit: str | None = None) -> None:
-        """Count one call of `key_id` against `limit` (or the default); RateLimitedError when over it."""
+    def hit(self, key_id: str, limit: str | None = None, cost: int = 1) -> None:
+        """Count `cost` calls of `key_id` against `limit` (or the default); RateLimitedError when over it.
+
+        All or none: a call that does not fit whole (a batch of `cost` items when fewer calls are left)
+        takes nothing, so a client is never charged for what it was refused.
+        """
+        limit = limit or self.default_limit
+        refused = self._take((key_id,), parse_limit(limit), cost)
+        if refused is None:
+            return
+        item, remaining, retry_after = refused
+        details: dict[str, object] = {"key_id": key_id, "limit": str(item)}
+        if cost == 1:
+            message = f"rate limit of {limit} exceeded for key {key_id}"
+        elif cost > item.amount:
+            message = (f"a batch of {cost} items is over the rate limit of {limit} for key {key_id}: "
+                       f"send at most {item.amount} items per call")
+            details |= {"cost": cost, "remaining": remaining}
+        else:
+            message = (f"rate limit of {limit} exceeded for key {key_id}: a batch of {cost} items costs {cost} "
+                       f"calls and {remaining} are left; nothing was graded")
+            details |= {"cost": cost, "remaining": remaining}
+        raise RateLimitedError(message, details=details, retry_after=retry_after)
+
+    def hit_anonymous(self, scope: str, address: str, limit: str) -> None:
+        """Count one call without an API key from the client at `address` against `scope`'s `limit`.
+
+        Each scope ("ask", "chat") counts apart, under its own storage keys, so one cannot spend the other's
+        allowance, and neither shares a counter with any API key. A limit that does not parse is the
+        operator's error: UnavailableError (503), not a 500 on every call.
+        """
         try:
-            for item in parse_limit(limit or self.default_limit):
-                if not self._strategy.hit(item, key_id):
-                    raise RateLimitedError(
-                        f"rate limit of {limit or self.default_limit} exceeded for key {key_id}",
-                        details={"key_id": key_id, "limit": str(item)},
-                        retry_after=self._retry_after(item, key_id),
-                    )
+            items = parse_limit(limit)
+        except ValueError as exc:
+            raise UnavailableError(f"rate limiting is misconfigured: {exc}") from exc
+        refused = self._take(("anonymous", scope, address), items, 1)
+        if refused is None:
+            return
+        item, _, retry_after = refused
+        raise RateLimitedError(
+            f"rate limit of {limit} for anonymous {scope} calls exceeded from {address}; retry in {retry_after} s",
+            details={"client": address, "scope": scope, "limit": str(item)},
+            retry_after=retry_after,
+        )
+
+    def _take(
+        self, identifiers: tuple[str, ...], items: tuple[limits.RateLimitItem, ...], cost: int
+    ) -> tuple[limits.RateLimitItem, int, int] | None:
+        """Take `cost` slots of every window; None when taken, else (the window refusing, slots left, Retry-After).
+
+        One window (the usual limit) takes or refuses in one atomic step. With several, a multi-slot call
+        is first tested against each, so that one refused by a longer window takes no slots of the shorter
+        ones (between the test and the take another call may still slip in: the take refuses it then).
+        """
+        try:
+            if cost > 1 and len(items) > 1:
+                for item in items:
+                    if not self._strategy.test(item, *identifiers, cost=cost):
+                        return self._refused(item, identifiers)
+            for item in items:
+                if not self._strategy.hit(item, *identifiers, cost=cost):
+                    return self._refused(item, identifiers)
         except StorageError as exc:
             raise self._unavailable(exc) from exc
+        return None
 
-    def _retry_after(self, item: limits.RateLimitItem, key_id: str) -> int:
-        reset_at = self._strategy.get_window_stats(item, key_id).reset_time
-        return max(1, math.ceil(reset_at - time.time()))
+    def _refused(
+        self, item: limits.RateLimitItem, identifiers: tuple[str, ...]
+    ) -> tuple[limits.RateLimitItem, int, int]:
+        """The refusing window, the slots left in it and the seconds until its oldest call leaves it.
+
+        For a call of several slots that is when the first slot frees, a lower bound: more may be needed.
+        """
+        stats = self._strategy.get_window_stats(item, *identifiers)
+        return item, stats.remaining, max(1, math.ceil(stats.reset_time - time.time()))
 
     def remaining(self, key_id: str, limit: str | None = None) -> int:
         """Calls left to `key_id` now under the tightest of its limits."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.text import PlainText
+
 
 class LearnerIn(BaseModel):
     """A new learner; the name is optional and only for display."""
 
     model_config = ConfigDict(extra="forbid")
-    display_name: str | None = Field(default=None, max_length=100)
+    display_name: PlainText | None = Field(default=None, max_length=100)
 
 
 class LearnerOut(BaseModel):

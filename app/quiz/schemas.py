@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.bank.schemas import QuestionOut
+from contracts.text import PlainText
 
 MAX_ANSWER = 2000
 
@@ -34,8 +35,8 @@ class SessionIn(BaseModel):
             ]
         },
     )
-    learner_id: str = Field(min_length=1, max_length=64)
-    topics: list[str] = Field(default_factory=list, max_length=20)
+    learner_id: PlainText = Field(min_length=1, max_length=64)
+    topics: list[PlainText] = Field(default_factory=list, max_length=20)
     length: int = Field(default=10, ge=1, le=50)
     mode: Literal["new", "review", "adaptive"] = "adaptive"
 
@@ -86,9 +87,9 @@ class AnswerIn(BaseModel):
             ]
         },
     )
-    question_id: str = Field(min_length=1, max_length=64)
-    answer: str = Field(min_length=1, max_length=MAX_ANSWER, description=f"at most {MAX_ANSWER} characters")
-    choice: str | None = Field(default=None, max_length=8, description="an option key such as 'B'")
+    question_id: PlainText = Field(min_length=1, max_length=64)
+    answer: PlainText = Field(min_length=1, max_length=MAX_ANSWER, description=f"at most {MAX_ANSWER} characters")
+    choice: PlainText | None = Field(default=None, max_length=8, description="an option key such as 'B'")
 
     _blank = field_validator("answer")(not_blank)
 

@@ -22,7 +22,8 @@ land after the writer's timeout has already made the mover keep the segment for 
 A database that goes away: the mover keeps the calls and retries with backoff, and grading goes on
 answering until `max_pending` calls wait; then `append` answers 503 with Retry-After. A call the
 database refuses for good (not a lost connection) is logged and kept in `rejected.jsonl`, and
-does not hold up the others.
+does not hold up the others. That file holds learners' answers: it is readable by the service's
+user only (0600), and the log line names the error's class, never the statement or its values.
 
 Reads that must see an attempt at once (`settle`) move what is pending first.
 """
@@ -46,7 +47,7 @@ from sqlalchemy import Connection, select
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
-from app.errors import UnavailableError
+from app.errors import UnavailableError, db_error_summary
 from app.models import Attempt
 from app.serving.writes import GroupWriter
 
@@ -258,7 +259,8 @@ class AttemptJournal:
             self.writer.write(_Move(self.kind, segment.calls))
         except Exception as exc:
             if _transient(exc):
-                log.warning("attempt journal: %d calls wait for the database: %s", len(segment.calls), exc)
+                log.warning("attempt journal: %d calls wait for the database: %s", len(segment.calls),
+                            db_error_summary(exc))
                 return False
             if not self._move_one_by_one(segment):
                 return False
@@ -280,9 +282,11 @@ class AttemptJournal:
         return True
 
     def _reject(self, call: JournaledCall, exc: Exception) -> None:
-        log.error("attempt journal: the database refused a call of key %s (%s: %s); kept in %s",
-                  call.key_id, type(exc).__name__, exc, self.folder / REJECTED)
-        with open(self.folder / REJECTED, "ab") as f:
+        log.error("attempt journal: the database refused a call of key %s (%s); kept in %s",
+                  call.key_id, db_error_summary(exc), self.folder / REJECTED)
+        fd = os.open(self.folder / REJECTED, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with open(fd, "ab") as f:
+            os.fchmod(fd, 0o600)  # also a file made readable to others before (by hand, or an older version)
             f.write(_line(call))
         self.rejected += 1
 

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.db import transaction
-from app.errors import UnavailableError
+from app.errors import UnavailableError, db_error_summary
 from app.serving.aio import settled
 from app.serving.coalesce import Coalescer
 
@@ -162,7 +162,7 @@ class GroupWriter(Coalescer[_Job]):
 
     @staticmethod
     def _fail(job: _Job, exc: Exception) -> None:
-        log.warning("a queued write failed: %s: %s", type(exc).__name__, exc)
+        log.warning("a queued write failed: %s", db_error_summary(exc))
         job.done.set_exception(exc)
 
     def close(self, timeout_s: float | None = None) -> None:

@@ -13,7 +13,7 @@ from slack_bolt.oauth.oauth_settings import OAuthSettings
 from slack_sdk import WebClient
 
 from app.config import Settings
-from app.slack.installations import SqlInstallationStore, SqlStateStore
+from app.slack.installations import SqlInstallationStore, SqlStateStore, TokenCipher
 from app.slack.listeners import register_all
 from app.slack.listeners.common import Tutor
 from app.slack.replies import report
@@ -58,7 +58,7 @@ def _credentials(settings: Settings, runtime: RuntimeGetter) -> dict[str, Any]:
         def factory() -> Any:
             return runtime().factory
 
-        store = SqlInstallationStore(settings.slack_client_id, factory)
+        store = SqlInstallationStore(settings.slack_client_id, factory, TokenCipher.from_settings(settings))
         oauth = OAuthSettings(
             client_id=settings.slack_client_id,
             client_secret=settings.slack_client_secret,

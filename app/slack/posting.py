@@ -9,7 +9,7 @@ from app.config import Settings
 from app.errors import TutorError
 from app.slack import blocks
 from app.slack.daily import choose_daily, leaderboard
-from app.slack.installations import SqlInstallationStore
+from app.slack.installations import SqlInstallationStore, TokenCipher
 from app.slack.repository import DAILY
 from app.slack.service import Where, remember_post
 
@@ -24,9 +24,8 @@ class SlackSetupError(TutorError):
 def web_client(settings: Settings, factory: sessionmaker[Session], team_id: str | None) -> tuple[WebClient, str]:
     """A client with the workspace's bot token and the workspace id (the installed one, else the bot token's)."""
     if team_id and settings.slack_client_id:
-        bot = SqlInstallationStore(settings.slack_client_id, lambda: factory).find_bot(
-            enterprise_id=None, team_id=team_id
-        )
+        store = SqlInstallationStore(settings.slack_client_id, lambda: factory, TokenCipher.from_settings(settings))
+        bot = store.find_bot(enterprise_id=None, team_id=team_id)
         if bot is None:
             raise SlackSetupError(f"the app is not installed in workspace {team_id}")
         return WebClient(token=bot.bot_token, base_url=settings.slack_api_url), team_id

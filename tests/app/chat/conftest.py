@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -10,7 +11,7 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from app.main import create_app
 from tests.app.chat.fake_demos import FakeDemoRunner
-from tests.conftest import ingest_with
+from tests.conftest import ROOT, ingest_with
 from tests.fakes import FakeEncoder
 
 
@@ -22,8 +23,9 @@ def runner() -> FakeDemoRunner:
 
 @pytest.fixture
 def chat(settings: Settings, fake_encoder: FakeEncoder, runner: FakeDemoRunner) -> Iterator[TestClient]:
-    """A client of a loaded app whose demos run in-process."""
-    ingest_with(settings, fake_encoder)
+    """A client of a loaded app (the bank and the study notes) whose demos run in-process."""
+    shutil.copytree(ROOT / "data" / "notes", settings.notes_path)
+    ingest_with(settings, fake_encoder, [settings.raw_path, settings.notes_path])
     app = create_app(settings, lambda _: fake_encoder, load_in_background=False)
     app.state.demo_runner = runner
     with TestClient(app) as client:

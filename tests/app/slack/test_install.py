@@ -6,13 +6,15 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 from slack_sdk.oauth.installation_store import Installation
 
-from app.config import Settings
+from app.config import Settings, get_settings
 from app.db import make_engine, make_sessionmaker, upgrade
 from app.main import create_app
-from app.slack.installations import SqlInstallationStore, SqlStateStore
+from app.slack.installations import SqlInstallationStore, SqlStateStore, TokenCipher
 from tests.app.slack.fake_slack import TEAM, FakeSlack
 from tests.app.slack.slack_requests import SECRET, Slack
 from tests.conftest import ingest_with
@@ -20,19 +22,26 @@ from tests.fakes import FakeEncoder
 
 
 @pytest.fixture
-def oauth(settings: Settings, fake_slack: FakeSlack, fake_encoder: FakeEncoder) -> Iterator[Slack]:
-    """The app with OAuth client credentials and no bot token."""
+def oauth(
+    settings: Settings, fake_slack: FakeSlack, fake_encoder: FakeEncoder, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Slack]:
+    """The app with OAuth client credentials, a token key and no bot token."""
+    key = Fernet.generate_key().decode()
+    monkeypatch.setenv("TUTOR_SLACK_TOKEN_KEYS", key)  # the installation store reads the process settings
+    get_settings.cache_clear()
     configured = settings.model_copy(
         update={
             "slack_signing_secret": SECRET,
             "slack_client_id": "111.222",
             "slack_client_secret": "client-secret",
             "slack_api_url": fake_slack.api_url,
+            "slack_token_keys": SecretStr(key),
         }
     )
     ingest_with(configured, fake_encoder)
     with TestClient(create_app(configured, lambda _: fake_encoder, load_in_background=False)) as client:
         yield Slack(client, fake_slack)
+    get_settings.cache_clear()
 
 
 def test_install_then_commands_use_the_stored_token(oauth: Slack, fake_slack: FakeSlack) -> None:
@@ -64,7 +73,7 @@ def test_installation_store_round_trip(settings: Settings) -> None:
     engine = make_engine(settings.db_url)
     upgrade(engine)
     factory = make_sessionmaker(engine)
-    store = SqlInstallationStore("111.222", lambda: factory)
+    store = SqlInstallationStore("111.222", lambda: factory, TokenCipher([Fernet.generate_key().decode()]))
     store.save(
         Installation(
             app_id="A0TUTOR",
