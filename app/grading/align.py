@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from functools import lru_cache
 
-from app.grading.text import STOPWORDS, content_stems, has_match, raw_tokens, stem
+from app.grading.text import STOPWORDS, content_stems, has_match, raw_tokens, stem, text_cache
 
 # Words that add nothing a learner must know; they count little towards coverage.
 _WEAK = frozenset(
@@ -86,7 +85,7 @@ def idea_covered(idea: str, answer_stems: AbstractSet[str], question: str) -> bo
     return hits / len(stems) >= 0.5
 
 
-@lru_cache(maxsize=16384)  # a rubric's ideas are asked about for every answer graded against it
+@text_cache()  # a rubric's ideas are asked about for every answer graded against it
 def _idea_stems(idea: str, question: str) -> tuple[str, ...]:
     """The stems of an idea that the question does not already give (all of them if none)."""
     asked = set(content_stems(question))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from app.grading.text import (
     NEGATION_STEMS,
@@ -13,6 +12,7 @@ from app.grading.text import (
     has_match,
     raw_tokens,
     stem,
+    text_cache,
 )
 
 _EVASIVE = re.compile(
@@ -173,13 +173,13 @@ def negated_spans(text: str, soft: bool = True, width: int = 3) -> tuple[set[str
     return negated, outside
 
 
-@lru_cache(maxsize=4096)  # asked of the same references for every answer that negates something
+@text_cache()  # asked of the same references for every answer that negates something
 def negated_stems(text: str) -> frozenset[str]:
     """Content stems that fall within the scope of a negation cue (soft cues included)."""
     return frozenset(negated_spans(text)[0])
 
 
-@lru_cache(maxsize=4096)
+@text_cache()
 def reference_negated(reference: str) -> frozenset[str]:
     """Stems a reference denies (to the clause end) or calls unwanted ('reduces idle time')."""
     out = negated_spans(reference, soft=True, width=99)[0]
