@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.errors import ForbiddenError, NotFoundError, UnauthorizedError
+from app.errors import NotFoundError, UnauthorizedError
 from app.ids import new_id
 from app.learners.service import create_learner
 from app.models import ChatMessage, ChatToken, Conversation, as_utc, utcnow
@@ -73,12 +73,11 @@ def new_conversation(session: Session, learner_id: str) -> Conversation:
 
 
 def owned_conversation(session: Session, learner_id: str, conversation_id: str) -> Conversation:
-    """The learner's conversation by id: 404 if there is none, 403 if it is someone else's."""
+    """The learner's conversation by id; 404 if there is none or it is someone else's (another
+    learner's conversation does not exist for this one: its existence is not disclosed)."""
     conversation = session.get(Conversation, conversation_id)
-    if conversation is None:
+    if conversation is None or conversation.learner_id != learner_id:
         raise NotFoundError(f"no conversation with id {conversation_id!r}", details={"id": conversation_id})
-    if conversation.learner_id != learner_id:
-        raise ForbiddenError("this conversation belongs to another learner")
     return conversation
 
 

@@ -22,12 +22,12 @@ def test_one_learners_token_cannot_read_or_write_anothers_conversation(chat: Tes
     assert alice_token != bob_token
     bob = {"Authorization": f"Bearer {bob_token}"}
     read = chat.get(f"/v1/chat/conversations/{alice_conv}", headers=bob)
-    assert read.status_code == 403 and read.json()["error"]["code"] == "forbidden"
+    assert read.status_code == 404 and read.json()["error"]["code"] == "not_found"
     assert "quiz me" not in read.text
     write = chat.post("/v1/chat", json={"message": "skip", "conversation_id": alice_conv}, headers=bob)
-    assert write.status_code == 403
+    assert write.status_code == 404
     stream = chat.post("/v1/chat/stream", json={"message": "skip", "conversation_id": alice_conv}, headers=bob)
-    assert stream.status_code == 403
+    assert stream.status_code == 404
     assert chat.get(f"/v1/chat/conversations/{alice_conv}").status_code == 401  # no token at all
     listed = chat.get("/v1/chat/conversations", headers=bob).json()
     assert [c["id"] for c in listed] == [bob_conv]
