@@ -53,8 +53,10 @@ class Retrieval:
 
 
 def retrieve(session: Session, index: LoadedIndex, vector: np.ndarray, k: int) -> Retrieval:
-    """The k live note passages nearest a query vector, and how near the nearest bank text is."""
-    fetch = 4 * k
+    """The best passage of each of the k note sections nearest a query vector, and how near the nearest
+    bank text is. One passage per section: three paragraphs of one section would cite one idea three
+    times, where three sections give the learner (and the relevance head) three views."""
+    fetch = 8 * k
     while True:
         scores, positions = index.search(vector[None, :], fetch)
         found: dict[str, float] = {}
@@ -67,13 +69,16 @@ def retrieve(session: Session, index: LoadedIndex, vector: np.ndarray, k: int) -
                 bank = max(bank, float(score))
             elif entry.passage_id not in found:
                 found[entry.passage_id] = float(score)
-        if len(found) >= k or fetch >= len(index.entries):
-            break
+        live = select(Passage).where(Passage.id.in_(found), Passage.status == ACTIVE)
+        rows = {p.id: p for p in session.scalars(live)}
+        hits = sorted((PassageHit(rows[pid], s) for pid, s in found.items() if pid in rows),
+                      key=lambda h: (-h.score, h.passage.id))
+        best: dict[tuple[str, tuple[str, ...]], PassageHit] = {}
+        for hit in hits:
+            best.setdefault((hit.passage.note, tuple(hit.passage.heading_path)), hit)
+        if len(best) >= k or fetch >= len(index.entries):
+            return Retrieval(list(best.values())[:k], bank)
         fetch *= 4
-    rows = {p.id: p for p in session.scalars(select(Passage).where(Passage.id.in_(found), Passage.status == ACTIVE))}
-    hits = [PassageHit(rows[pid], s) for pid, s in found.items() if pid in rows]
-    hits.sort(key=lambda h: (-h.score, h.passage.id))
-    return Retrieval(hits[:k], bank)
 
 
 def _documents(session: Session) -> Iterator[str]:
