@@ -37,18 +37,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.reader import ReaderError
 
 from ingest.cleaning import clean
 from ingest.identity import content_hash
-from ingest.parsers.base import ParseIssue
+from ingest.parsers.base import ParseIssue, line_of_offset, split_lines, unstorable
 
 NOTE_SUFFIXES = frozenset({".md"})
 MAX_NOTE_BYTES = 2 * 1024 * 1024
 LAYOUT = "note"
 
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+?)(?:\s+#+)?\s*$")
-_CODE_SPAN = re.compile(r"(`+)(?:.+?)\1", re.S)
+# The closing #s of a heading are cut in code (`_heading_text`): in the pattern, a lazy text followed by an
+# optional `\s+#+` and `\s*$` tried every split of a run of spaces (a 20 000-space heading took 10 s).
+_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.+)$")
+_TICKS = re.compile(r"`+")
 _BRACKET = re.compile(r"\[([^\[\]\n]+)\](?![(\[])")
 _CITE_ID = re.compile(r"^[A-Za-z][\w.:/+-]*$")
 
@@ -156,14 +159,15 @@ def _read(path: Path, max_bytes: int) -> str:
     data = path.read_bytes()
     if not data.strip():
         raise NoteError("file is empty")
-    if b"\x00" in data[:8192]:
-        raise NoteError("file is binary, not a Markdown note")
+    if (nul := data.find(b"\x00")) >= 0:  # anywhere: PostgreSQL refuses NUL in text
+        raise NoteError("file is binary (it holds a NUL byte), not a Markdown note", line_of_offset(data, nul))
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise NoteError(
-            f"file is not UTF-8 text (bad byte at offset {exc.start})", data[: exc.start].count(b"\n") + 1
+            f"file is not UTF-8 text (bad byte at offset {exc.start})", line_of_offset(data, exc.start)
         ) from exc
+    return text.replace("\ufeff", "")  # a BOM inside (files joined with `cat`) hid a heading or the '---'
 
 
 # --- front matter ---------------------------------------------------------------------------------
@@ -176,19 +180,47 @@ def _front_matter(lines: list[str]) -> tuple[Any, Any, int]:
     end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
     if end is None:
         raise NoteError("front matter is not closed by a '---' line", 1)
-    loader = yaml.SafeLoader("\n".join(lines[1:end]))
+    source = "\n".join(lines[1:end])
+    loader: yaml.SafeLoader | None = None
     try:
+        loader = yaml.SafeLoader(source)  # refuses control characters at once (a ReaderError)
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
+    except ReaderError as exc:
+        raise NoteError(f"front matter is not valid YAML: character #x{exc.character:04x} is not allowed",
+                        line_of_offset(source, exc.position) + 1) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         raise NoteError(f"front matter is not valid YAML: {problem}", mark.line + 2 if mark else 1) from exc
+    except RecursionError as exc:
+        raise NoteError("front matter is not valid YAML: nested too deeply", 2) from exc
+    except ValueError as exc:
+        # A value that looks like a date or an integer but is none (2020-13-01, an integer past Python's
+        # int() digit limit): PyYAML raises ValueError, not a YAML error.
+        raise NoteError(f"front matter is not valid YAML: a value cannot be read ({str(exc)[:120]})", 2) from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if not isinstance(data, dict):
         raise NoteError("front matter is not a mapping of fields (title, topics, references, explains)", 2)
     return data, node, end
+
+
+def _unstorable_in(value: Any) -> str | None:
+    """Why some text in a front-matter value cannot be stored (YAML escapes can write a NUL or a lone
+    surrogate), or None. Aliases may make the value cyclic: each container is visited once."""
+    seen: set[int] = set()
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            if why := unstorable(item):
+                return why
+        elif isinstance(item, (dict, list, set, frozenset, tuple)) and id(item) not in seen:
+            seen.add(id(item))
+            todo.extend([*item.keys(), *item.values()] if isinstance(item, dict) else item)
+    return None
 
 
 def _value_node(node: Any, key: str) -> Any:
@@ -332,7 +364,7 @@ def _blocks(lines: list[str], first: int) -> tuple[list[_Block], list[tuple[list
             current = _Block([h for _, h in path], no, no, [line], code=True)
             blocks.append(current)
         elif heading:
-            level, text = len(heading.group(1)), heading.group(2).strip()
+            level, text = len(heading.group(1)), _heading_text(heading.group(2))
             while path and path[-1][0] >= level:
                 path.pop()
             path.append((level, text))
@@ -346,14 +378,43 @@ def _blocks(lines: list[str], first: int) -> tuple[list[_Block], list[tuple[list
     return blocks, headings
 
 
+def _heading_text(raw: str) -> str:
+    """A heading's text without its closing sequence of #s (kept when no space comes before it: "C#")."""
+    text = raw.strip()
+    bare = text.rstrip("#")
+    return bare.rstrip() if bare != text and bare and bare[-1].isspace() else text
+
+
+def _blank_code_spans(text: str) -> str:
+    """Text with its code spans (a run of backticks up to the next run of the same length) blanked out,
+    line breaks kept; linear in the length (a backtracking pattern took seconds on a few thousand backticks)."""
+    runs = [(m.start(), m.end()) for m in _TICKS.finditer(text)]
+    later: dict[int, list[int]] = {}  # run length -> indexes of the runs of that length, last first
+    for i in range(len(runs) - 1, -1, -1):
+        later.setdefault(runs[i][1] - runs[i][0], []).append(i)
+    pieces, done, i = [], 0, 0
+    while i < len(runs):
+        start, end = runs[i]
+        same = later[end - start]
+        while same and same[-1] <= i:
+            same.pop()
+        if same:
+            close = runs[same[-1]][1]
+            pieces += [text[done:start], re.sub(r"[^\n]", " ", text[start:close])]
+            done, i = close, same[-1] + 1
+        else:
+            i += 1
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
 def _citations(
     block: _Block, refs: dict[str, dict[str, Any]], name: str, issues: list[ParseIssue]
 ) -> list[dict[str, Any]]:
     """The references a paragraph cites, in order of first citation, with the locators used."""
     if block.code:
         return []
-    text = "\n".join(block.lines)
-    text = _CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    text = _blank_code_spans("\n".join(block.lines))
     cited: dict[str, dict[str, Any]] = {}
     for match in _BRACKET.finditer(text):
         line = block.line_start + text.count("\n", 0, match.start())
@@ -372,10 +433,15 @@ def _citations(
 
 def _parse(path: Path, text: str) -> NoteResult:
     name = path.name
-    lines = text.splitlines()
+    lines = split_lines(text)
     data, node, end = _front_matter(lines)
     result = NoteResult(path)
     issues = result.issues
+    for key, value in data.items():
+        if why := _unstorable_in(key) or _unstorable_in(value):
+            issues.append(ParseIssue(name, _line_of(node, str(key)), f"front matter field {key!r} holds {why}"))
+    if not result.ok:  # nothing more is read from such front matter: its text would reach messages
+        return result
     title = _text(data.get("title"))
     if not title:
         issues.append(ParseIssue(name, _line_of(node, "title"), "front matter has no title"))

@@ -11,6 +11,8 @@ from ingest.parsers.base import (
     ParsedQuestion,
     ParseIssue,
     ParseResult,
+    line_of_offset,
+    split_lines,
 )
 
 __all__ = [
@@ -34,21 +36,27 @@ def _read_text(path: Path, max_bytes: int) -> str:
     data = path.read_bytes()
     if not data.strip():
         raise DocumentError("file is empty")
-    if b"\x00" in data[:8192]:
-        raise DocumentError("file is binary, not a text quiz document")
+    # Anywhere in the file, not only its first 8 KB: a NUL that reached the bank failed the whole
+    # ingestion on PostgreSQL, which refuses NUL in text.
+    if (nul := data.find(b"\x00")) >= 0:
+        raise DocumentError("file is binary (it holds a NUL byte), not a text quiz document",
+                            line_of_offset(data, nul))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        line = line_of_offset(data, exc.start)
         raise DocumentError(f"file is not UTF-8 text (bad byte at offset {exc.start})", line) from exc
-    return text
+    # A byte order mark inside the text (files joined with `cat`, a second BOM) is invisible and not
+    # whitespace: before a `Question N` heading it hid the heading, and the question's blocks went to the
+    # question before it.
+    return text.replace("\ufeff", "")
 
 
 def _parse(path: Path, max_bytes: int) -> ParseResult:
     text = _read_text(path, max_bytes)
     if path.suffix.lower() in structured.SUFFIXES:
         return structured.parse(path, text)
-    lines = text.splitlines()
+    lines = split_lines(text)
     title = next((line.strip() for line in lines if line.strip()), None)
     if inline_options.detect(lines):
         return inline_options.parse(path, lines, title)

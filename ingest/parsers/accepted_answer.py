@@ -10,14 +10,24 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest.parsers.base import ParsedQuestion, ParseIssue, ParseResult, clean, is_trailer
+from ingest.parsers.base import (
+    ParsedQuestion,
+    ParseIssue,
+    ParseResult,
+    clean,
+    is_trailer,
+    number_too_large,
+    question_number,
+)
 
 EXPLANATION_LAYOUT = "qa-explanation"
 DISTRACTOR_LAYOUT = "qa-distractors"
 
 _QUESTION = re.compile(r"^Question\s+(\d+)\s*$", re.IGNORECASE)
-_ACCEPTED = re.compile(r"^Accepted\s+Answers?\s*:?\s*$", re.IGNORECASE)
-_ANSWER = re.compile(r"^Answer\s*:?\s*$", re.IGNORECASE)
+# `(?:\s*:)?\s*`, not `\s*:?\s*`: two runs of spaces around an optional colon split a long run of spaces in
+# every way before failing (quadratic; "Answer", 20 000 spaces and a word took 2 s).
+_ACCEPTED = re.compile(r"^Accepted\s+Answers?(?:\s*:)?\s*$", re.IGNORECASE)
+_ANSWER = re.compile(r"^Answer(?:\s*:)?\s*$", re.IGNORECASE)
 
 
 @dataclass
@@ -29,12 +39,18 @@ class _Paragraph:
 
 @dataclass
 class _Block:
-    number: int
+    digits: str  # the number as written
+    number: int | None  # None: over the bank's limit
     line: int
     text: _Paragraph | None = None
     accepted: list[_Paragraph] = field(default_factory=list)
     answers: list[_Paragraph] = field(default_factory=list)
     extra: list[_Paragraph] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        """The question's number for messages."""
+        return str(self.number) if self.number is not None else f"{self.digits[:12]}..."
 
 
 def detect(lines: list[str]) -> bool:
@@ -77,7 +93,7 @@ def _blocks(paragraphs: list[_Paragraph]) -> tuple[list[_Block], list[_Paragraph
     slot: str | None = None
     for para in paragraphs:
         if m := _QUESTION.match(para.text):
-            blocks.append(_Block(number=int(m.group(1)), line=para.line))
+            blocks.append(_Block(digits=m.group(1), number=question_number(m.group(1)), line=para.line))
             slot = "text"
         elif not blocks:
             preamble.append(para)
@@ -113,7 +129,8 @@ def parse(path: Path, lines: list[str], title: str | None) -> ParseResult:
         for para in block.extra:
             if not is_trailer(para.text, title, question_texts):
                 result.issues.append(
-                    ParseIssue(path.name, para.line, f"ignored unexpected text in question {block.number}", "ignored")
+                    ParseIssue(path.name, para.line, f"ignored unexpected text in question {block.name}",
+                               "ignored")
                 )
         question = _to_question(path, block, distractors, result.issues)
         if question is not None:
@@ -123,7 +140,10 @@ def parse(path: Path, lines: list[str], title: str | None) -> ParseResult:
 
 def _to_question(path: Path, block: _Block, distractors: bool, issues: list[ParseIssue]) -> ParsedQuestion | None:
     if block.text is None:
-        issues.append(ParseIssue(path.name, block.line, f"question {block.number} has no question text"))
+        issues.append(ParseIssue(path.name, block.line, f"question {block.name} has no question text"))
+        return None
+    if block.number is None:
+        issues.append(number_too_large(path.name, block.line, block.digits, block.text.text))
         return None
     if not block.accepted:
         issues.append(

@@ -64,6 +64,59 @@ class ParseResult:
         return self.layout is not None
 
 
+MAX_QUESTION_NUMBER = 2**31 - 1
+"""The largest question number the bank stores (its Integer column on PostgreSQL)."""
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a document as an editor shows them: broken at \\n, \\r\\n and \\r only.
+
+    str.splitlines() also breaks at form feeds, NEL, LS, PS and the ASCII separators, so one stray such
+    character moved every later line number (in issues and in stored line spans) away from the file's.
+    """
+    lines = _LINE_BREAK.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def line_of_offset(data: bytes | str, offset: int) -> int:
+    """The 1-based line (as `split_lines` counts them) of an offset in bytes or in text."""
+    if isinstance(data, bytes):
+        return len(re.findall(rb"\r\n|\r|\n", data[:offset])) + 1
+    return len(_LINE_BREAK.findall(data, 0, offset)) + 1
+
+
+def question_number(digits: str) -> int | None:
+    """A question's number as written, or None when it is beyond what the bank stores (a 5000-digit
+    number is not even read: Python's int() refuses it)."""
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > len(str(MAX_QUESTION_NUMBER)):
+        return None
+    number = int(significant)
+    return number if number <= MAX_QUESTION_NUMBER else None
+
+
+def number_too_large(file: str, line: int, digits: str, question: str | None) -> ParseIssue:
+    """The issue for a question whose number the bank cannot store (its text is kept, so is its previous version)."""
+    shown = digits if len(digits) <= 20 else f"{digits[:12]}... ({len(digits)} digits)"
+    return ParseIssue(file, line, f"question number {shown} is over the limit of {MAX_QUESTION_NUMBER}",
+                      question=question)
+
+
+def unstorable(text: str) -> str | None:
+    """Why text cannot be stored or hashed (a NUL: PostgreSQL refuses it; a lone surrogate: not UTF-8), or None."""
+    if "\x00" in text:
+        return "a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a lone surrogate (not Unicode text)"
+    return None
+
+
 class DocumentError(Exception):
     """A whole document cannot be used; the message says why."""
 

@@ -18,14 +18,18 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from yaml.reader import ReaderError
 
 from ingest.parsers.base import (
+    MAX_QUESTION_NUMBER,
     DocumentError,
     LabelledExample,
     ParsedQuestion,
     ParseIssue,
     ParseResult,
     clean,
+    line_of_offset,
+    unstorable,
 )
 
 LAYOUT = "structured"
@@ -47,7 +51,7 @@ class _Question(BaseModel):
     topics: list[str] = []
     notes: list[str] = []
     examples: list[_Example] = []
-    number: int | None = None
+    number: int | None = Field(default=None, ge=0, le=MAX_QUESTION_NUMBER)
 
     @field_validator("accepted_answers", "wrong_options", "topics", "notes", mode="before")
     @classmethod
@@ -56,14 +60,18 @@ class _Question(BaseModel):
 
 
 def _question_lines(text: str) -> list[tuple[int, int]]:
-    """The (first, last) 1-based line of each item under `questions`, from YAML node marks."""
+    """The (first, last) 1-based line of each item under `questions`, from YAML node marks.
+
+    A key given twice counts once, its last time, as the loader keeps the last value."""
     root = yaml.compose(text)
     if not isinstance(root, yaml.MappingNode):
         return []
+    spans: list[tuple[int, int]] = []
     for key, value in root.value:
-        if getattr(key, "value", None) == "questions" and isinstance(value, yaml.SequenceNode):
-            return [(item.start_mark.line + 1, item.end_mark.line + 1) for item in value.value]
-    return []
+        if getattr(key, "value", None) == "questions":
+            spans = ([(item.start_mark.line + 1, item.end_mark.line + 1) for item in value.value]
+                     if isinstance(value, yaml.SequenceNode) else [])
+    return spans
 
 
 def parse(path: Path, text: str) -> ParseResult:
@@ -71,9 +79,18 @@ def parse(path: Path, text: str) -> ParseResult:
     try:
         data = yaml.safe_load(text)
         spans = _question_lines(text)
+    except ReaderError as exc:  # a control character: PyYAML reads none
+        raise DocumentError(f"not valid YAML/JSON: character #x{exc.character:04x} is not allowed",
+                            line_of_offset(text, exc.position)) from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise DocumentError(f"not valid YAML/JSON: {exc}", (mark.line + 1) if mark else 0) from exc
+    except RecursionError as exc:
+        raise DocumentError("not valid YAML/JSON: nested too deeply") from exc
+    except ValueError as exc:
+        # A value that looks like a date, time or integer but is none (2020-02-30, or an integer
+        # beyond Python's int() digit limit): PyYAML raises ValueError, not a YAML error.
+        raise DocumentError(f"not valid YAML/JSON: a value cannot be read ({str(exc)[:120]})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("questions"), list):
         raise DocumentError("a structured bank needs a top-level 'questions' list")
     title = data.get("title")
@@ -92,8 +109,16 @@ def parse(path: Path, text: str) -> ParseResult:
                     path.name,
                     first,
                     f"question {idx + 1} is invalid: {problems}",
-                    question=named if isinstance(named, str) else None,
+                    question=named if isinstance(named, str) and not unstorable(named) else None,
                 )
+            )
+            continue
+        texts = [item.question, *item.accepted_answers, *item.wrong_options, item.explanation or "", *item.topics,
+                 *item.notes, *(e.answer for e in item.examples)]
+        if bad := next((why for t in texts if (why := unstorable(t))), None):
+            result.issues.append(
+                ParseIssue(path.name, first, f"question {idx + 1} holds {bad}",
+                           question=None if unstorable(item.question) else item.question)
             )
             continue
         accepted = [clean(a) for a in item.accepted_answers if clean(a)]
