@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install test-tools serve ingest test lint typecheck unit bench clean worker gpu-check
+.PHONY: install test-tools serve ingest test lint typecheck audit unit bench clean worker gpu-check soak
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,14 +27,19 @@ test-tools:
 ingest: install
 	$(BIN)/tutor ingest
 
-# The embedded default: SQLite, local index, and a local demo worker sharing a random token.
+# The embedded default: SQLite database and index, and one local demo worker sharing the API's demo job queue
+# (a SQLite file in data/, no Redis) and a random token.
+DEMO_QUEUE ?= $(CURDIR)/data/demo-queue.db
 serve: ingest
 	@export TUTOR_WORKER_TOKEN="$${TUTOR_WORKER_TOKEN:-$$(head -c16 /dev/urandom | od -An -tx1 | tr -d ' \n')}"; \
+	export TUTOR_DEMO_QUEUE_URL="$${TUTOR_DEMO_QUEUE_URL:-$(DEMO_QUEUE)}"; \
+	export TUTOR_WORKER_QUEUE_URL="$$TUTOR_DEMO_QUEUE_URL"; \
 	$(BIN)/tutor worker --port 8100 & worker=$$!; trap 'kill $$worker' EXIT INT TERM; \
 	$(BIN)/tutor serve --host $(HOST) --port $(PORT)
 
+# Another worker on this machine, on the same queue (set TUTOR_WORKER_TOKEN to the API's).
 worker: install
-	$(BIN)/tutor worker --host $(HOST) --port 8100
+	TUTOR_WORKER_QUEUE_URL="$${TUTOR_WORKER_QUEUE_URL:-$(DEMO_QUEUE)}" $(BIN)/tutor worker --host $(HOST) --port 8101
 
 gpu-check: install
 	scripts/gpu_check
@@ -48,12 +53,30 @@ typecheck: install
 unit: install test-tools
 	$(BIN)/pytest
 
-test: lint typecheck unit
+# Known vulnerabilities in the installed dependencies (the project's own editable package left out), from PyPI's
+# advisory data through pip-audit. Fails on a vulnerability that a released version fixes; one without a fix yet
+# is listed and passes. When the advisory service cannot be reached, or has no data for some packages, the audit
+# says so loudly and passes: an outage elsewhere must not block every change here. AUDIT_STRICT=1 fails then too.
+AUDIT_JSON := $(VENV)/pip-audit.json
+audit: install
+	rm -f $(AUDIT_JSON) $(AUDIT_JSON).log
+	$(BIN)/pip-audit --skip-editable --vulnerability-service pypi --progress-spinner off --timeout 15 \
+	  -f json -o $(AUDIT_JSON) 2>$(AUDIT_JSON).log || true
+	$(BIN)/python scripts/audit_report.py $(AUDIT_JSON)
+
+test: lint typecheck audit unit
 
 bench: ingest
 	# wrk (Debian) drives the HTTP load: a C client leaves the 2 cores to the service.
 	command -v wrk >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk)
 	cd bench && ../$(BIN)/python run_all.py
+
+# Not run in CI (about 7 minutes): 64 clients for 5 minutes on two API processes sharing PostgreSQL
+# (127.0.0.1:5432) and Redis (127.0.0.1:6379), one of them killed with SIGKILL mid-run and started again.
+# Fails when an acknowledged attempt is lost or stored twice, or when RSS grows over 10 % after the first minute.
+# SOAK_ARGS passes options, e.g. SOAK_ARGS='--json soak.json'.
+soak: install
+	$(BIN)/python bench/soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) data/tutor.db* data/index .pytest_cache .mypy_cache .ruff_cache

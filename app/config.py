@@ -85,9 +85,8 @@ class Settings(BaseSettings):
     max_answer_chars: int = 2000
     max_body_bytes: int = 64 * 1024
     max_bulk_body_bytes: int = 1024 * 1024
-    worker_url: str = "http://127.0.0.1:8100"
+    # Signs the demo jobs the API queues and checks the workers' reports (HMAC); the workers share it.
     worker_token: str | None = None
-    worker_timeout_s: float = 3.0
     # Origins whose pages may call the API from a browser (the widget); comma-separated in TUTOR_CORS_ORIGINS.
     cors_origins: Annotated[list[str], NoDecode] = ["http://127.0.0.1:8000", "http://localhost:8000"]
     # Slack (app/slack): without a signing secret POST /slack/events answers 503.
@@ -171,6 +170,35 @@ class Settings(BaseSettings):
     # and connections by default.
     max_open_streams: int = Field(default=8, ge=1)
     max_open_streams_per_client: int = Field(default=4, ge=1)
+    # Live demos (app/demos): the job queue the workers take runs from. Default: Redis when redis_url is set,
+    # else a SQLite file in the data folder (`make serve`: no server needed). redis://... or a file path.
+    demo_queue_url: str | None = None
+    # A request for the same demo and parameters on the same kind of hardware within this many seconds is
+    # answered with the latest result (marked as reused); `?fresh=true` asks for a new run. 0: never reuse.
+    demo_reuse_s: float = Field(default=600.0, ge=0)
+    # Runs waiting per queue (placement class) before a new one gets 429.
+    demo_max_queue: int = Field(default=4, ge=1)
+    # A worker whose heartbeats stop for this long is lost: its runs fail, or are retried once elsewhere if
+    # their learner is still waiting (polled or streamed the run within demo_watch_s).
+    demo_worker_timeout_s: float = Field(default=15.0, gt=0)
+    demo_watch_s: float = Field(default=30.0, gt=0)
+    # A run no worker has taken within this long fails.
+    demo_queue_timeout_s: float = Field(default=600.0, gt=0)
+    # Cost budget of one run, in byte-iterations (bytes × iterations × ranks; contracts/demo_params.cost):
+    # learners and keys, and keys with the author scope.
+    demo_cost_budget: int = Field(default=2**33, ge=1)
+    demo_author_cost_budget: int = Field(default=2**40, ge=1)
+    demo_max_time_limit_s: int = Field(default=300, ge=5, le=600)
+    # Live runs a learner may have started at once (runs they joined do not count), and an API key.
+    demo_max_live_per_learner: int = Field(default=1, ge=1)
+    demo_max_live_per_key: int = Field(default=2, ge=1)
+    # Run requests (new, joined or reused) per learner or key.
+    demo_rate_limit: str = "30/minute"
+
+    @property
+    def demo_queue(self) -> str:
+        """Where the demo job queue lives: demo_queue_url, else Redis (redis_url), else the data folder."""
+        return self.demo_queue_url or self.redis_url or str(self.data_dir / "demo-queue.db")
 
 
 @lru_cache

@@ -18,10 +18,12 @@ from app.chat import endpoints as chat_endpoints
 from app.config import Settings, get_settings
 from app.db import schema_is_current
 from app.demos import endpoints as demos_endpoints
+from app.demos.reports import DemoReports
 from app.errors import install_error_handlers
 from app.grade_api import endpoints as grade_endpoints
 from app.grade_api.fastpath import GradeFastPath
 from app.learners import endpoints as learners_endpoints
+from app.openapi import complete_openapi
 from app.quiz import endpoints as quiz_endpoints
 from app.serving.accesslog import AccessLog
 from app.serving.admission import ConcurrencyLimit
@@ -32,6 +34,7 @@ from app.serving.runtime import Runtime
 from app.slack.routes import mount as mount_slack
 from app.web import endpoints as web_endpoints
 from contracts.http import ErrorShapeCORSMiddleware, SecurityHeaders
+from contracts.jobs import JobQueue
 
 
 class TutorAPI(FastAPI):
@@ -53,6 +56,17 @@ def attempt_journal(runtime: Runtime) -> AttemptJournal:
     journal.recover()
     journal.start()
     return journal
+
+
+def start_demo_reports(app: FastAPI, runtime: Runtime) -> DemoReports | None:
+    """The demo job queue and the thread that drains the workers' reports (none without a worker token)."""
+    settings = runtime.settings
+    if not settings.worker_token:
+        return None
+    app.state.demo_queue = JobQueue(settings.demo_queue, settings.worker_token)
+    reports = DemoReports(settings, runtime.factory, JobQueue(settings.demo_queue, settings.worker_token))
+    reports.start()
+    return reports
 
 
 def create_app(
@@ -98,7 +112,10 @@ def create_app(
         else:
             load()
         runtime.watch(settings.reload_s)  # a newer `tutor ingest` is served without a restart
+        reports = start_demo_reports(app, runtime)
         yield
+        if reports is not None:
+            reports.stop()
         runtime.close()
 
     app = TutorAPI(
@@ -140,4 +157,5 @@ def create_app(
     app.include_router(chat_endpoints.router)
     app.include_router(web_endpoints.router)
     mount_slack(app, settings)  # POST /slack/events (Bolt), and /slack/install + /slack/oauth_redirect with OAuth
+    complete_openapi(app)  # every error each operation answers, in the document; 405s list every method of the path
     return app

@@ -5,7 +5,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, LargeBinary, MetaData, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -354,3 +366,94 @@ class SlackOAuthState(Base):
 
     state: Mapped[str] = mapped_column(String(64), primary_key=True)
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class DemoWorker(Base):
+    """A demo worker as its heartbeats describe it: hardware, the queues it takes from, when last heard."""
+
+    __tablename__ = "demo_workers"
+
+    id: Mapped[str] = mapped_column(String(80), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    hardware: Mapped[dict[str, Any]] = mapped_column(JSON)
+    queues: Mapped[list[str]] = mapped_column(JSON)
+    held: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(16), index=True)  # live, lost, stopped
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    last_seen: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+
+
+class DemoJob(Base):
+    """One execution of a demo with given parameters on a kind of hardware; runs (requests) point at it."""
+
+    __tablename__ = "demo_jobs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    demo: Mapped[str] = mapped_column(String(32), index=True)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    params_hash: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(80))
+    queue: Mapped[str] = mapped_column(String(120), index=True)
+    world_size: Mapped[int] = mapped_column(Integer)
+    cost: Mapped[int] = mapped_column(BigInteger)
+    # Set while the job is live: the same demo, parameters and hardware kind are then joined, not run twice.
+    dedupe_key: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
+    # queued, claimed (a worker waits for its devices), running, succeeded, failed, cancelled
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    attempts: Mapped[list[dict[str, Any]]] = mapped_column(JSON)  # earlier attempts: worker, error
+    seq_base: Mapped[int] = mapped_column(Integer, default=1)
+    worker_id: Mapped[str | None] = mapped_column(String(80), index=True, nullable=True)
+    hardware: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    pgid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    result_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    watched_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class DemoJobEvent(Base):
+    """A job's progress event (status, progress), numbered; applied once however often it is reported."""
+
+    __tablename__ = "demo_job_events"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("demo_jobs.id"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    type: Mapped[str] = mapped_column(String(16))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class DemoResult(Base):
+    """A measurement: a succeeded job's result, where and when it was measured (the results history)."""
+
+    __tablename__ = "demo_results"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(String(40), unique=True)
+    demo: Mapped[str] = mapped_column(String(32), index=True)
+    params_hash: Mapped[str] = mapped_column(String(64), index=True)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    kind: Mapped[str] = mapped_column(String(80))
+    hardware: Mapped[dict[str, Any]] = mapped_column(JSON)
+    worker_id: Mapped[str | None] = mapped_column(String(80), nullable=True)
+    measured_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class DemoRun(Base):
+    """A learner's or key's request for a demo: a fresh job, a live one joined, or a recent result reused."""
+
+    __tablename__ = "demo_runs"
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("demo_jobs.id"), index=True)
+    requester_kind: Mapped[str] = mapped_column(String(8))  # learner, key
+    requester_id: Mapped[str] = mapped_column(String(40), index=True)
+    answer: Mapped[str] = mapped_column(String(8))  # fresh, shared, reused
+    cancelled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,5 +1,7 @@
-"""The worker's HTTP service: catalogue, runs (submit, status, cancel) and server-sent progress events.
+"""The worker's HTTP service: health, and local runs on this host (catalogue, submit, status, cancel, events).
 
+The tutor's API never calls it: learners' runs come from the shared job queue (`worker.consumer`, started in
+the lifespan when TUTOR_WORKER_QUEUE_URL is set) and share this worker's devices, in one FIFO, with local runs.
 Every /v1 route requires the shared token (`Authorization: Bearer $TUTOR_WORKER_TOKEN`).
 """
 
@@ -19,6 +21,7 @@ from pydantic import ValidationError
 
 from contracts.errors import InvalidParamsError, NotFoundError, UnauthorizedError
 from contracts.http import install_error_handlers
+from contracts.openapi import complete_worker_openapi
 from worker.catalogue import CATALOGUE
 from worker.devices import DeviceInfo, detect
 from worker.runs import Executor, RunQueue
@@ -51,9 +54,11 @@ router = APIRouter(prefix="/v1", dependencies=[Depends(require_token)], tags=["w
 
 
 @router.get("/info")
-def info(queue: QueueDep) -> dict[str, Any]:
+def info(request: Request, queue: QueueDep) -> dict[str, Any]:
     """The worker's devices, boot id and queue occupancy."""
-    return {"boot": queue.boot, "devices": queue.info.as_dict(), "queue": queue.stats()}
+    consumer = getattr(request.app.state, "consumer", None)
+    return {"boot": queue.boot, "devices": queue.info.as_dict(), "queue": queue.stats(),
+            "worker_id": consumer.id if consumer else None}
 
 
 @router.get("/demos")
@@ -149,11 +154,26 @@ def create_worker_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         from worker.supervisor import execute as run_process
 
-        queue = RunQueue(settings, info or detect(settings.device), execute or run_process)
+        devices = info or detect(settings.device, settings.cpu_ranks, settings.gpus)
+        queue = RunQueue(settings, devices, execute or run_process)
+        consumer = None
+        if settings.queue_url:  # jobs from the shared queue, beside local runs over HTTP
+            from contracts.jobs import JobQueue
+            from worker.consumer import Consumer
+
+            consumer = Consumer(settings, queue, JobQueue(settings.queue_url, settings.token or ""), devices)
+            queue.listener = consumer.listen
         queue.start()
+        if consumer is not None:
+            consumer.start()
         app.state.queue = queue
+        app.state.consumer = consumer
         yield
+        if consumer is not None:
+            consumer.stopping()
         queue.stop()
+        if consumer is not None:
+            consumer.stop()
 
     app = FastAPI(title="GPU Tutor demo worker", version="0.1.0", lifespan=lifespan)
     app.state.token = settings.token
@@ -165,4 +185,5 @@ def create_worker_app(
         return {"status": "ok"}
 
     app.include_router(router)
+    complete_worker_openapi(app)  # every error each operation answers, in the document; 405s list every method
     return app

@@ -1,19 +1,29 @@
-"""Run every demo on this host (CUDA and NCCL where present) and print the figures: `scripts/gpu_check`.
+"""Run every demo on this host through the job queue (CUDA and NCCL where present) and print the figures:
+`scripts/gpu_check`.
 
-Each demo runs exactly as the worker runs it (its own process group, a time limit), with parameters sized
-for GPUs when there are GPUs; the whole check is meant to finish in under five minutes.
+The check plays the API's part on a private SQLite queue: it signs a job per demo onto the queue of its
+placement class, a worker (the same consumer and run queue as `tutor worker`, in this process) takes it and
+runs it exactly as for a learner (its own process group, a time limit), and the check reads the worker's
+signed reports back. Parameters are sized for GPUs when there are GPUs; the whole check is meant to finish
+in under five minutes.
 """
 
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
+from contracts.jobs import JobQueue, hardware_kind, job_body, queue_name, verify
 from worker.catalogue import CATALOGUE
-from worker.devices import DeviceInfo, all_slots, detect, place
-from worker.runs import Run
+from worker.consumer import Consumer
+from worker.devices import DeviceInfo, detect
+from worker.runs import RunQueue
+from worker.settings import WorkerSettings
 from worker.supervisor import execute
 
 MiB = 1024 * 1024
@@ -104,21 +114,69 @@ def headline(name: str, result: dict[str, Any]) -> list[str]:
     ]
 
 
-def run_one(name: str, values: dict[str, Any], info: DeviceInfo) -> bool:
-    """Run one demo like the worker does and print its figures; whether it succeeded."""
-    demo = CATALOGUE[name]
-    params = demo.params.model_validate({"time_limit_s": 120, **values})
-    placement = place(info, demo.world_size(params), all_slots(info))
-    assert placement is not None
-    run = Run(f"check-{name}", name, params.model_dump(), demo.world_size(params), params.time_limit_s)
-    run.placement = placement
+class QueueCheck:
+    """A private queue with one in-process worker on this host's devices."""
+
+    def __init__(self, info: DeviceInfo, folder: Path) -> None:
+        token = secrets.token_hex(16)
+        settings = WorkerSettings(token=token, queue_url=str(folder / "queue.db"), name="gpu-check", heartbeat_s=1.0,
+                                  max_time_limit_s=300)
+        self.info = info
+        self.jobs = JobQueue(str(settings.queue_url), token)
+        self.runs = RunQueue(settings, info, execute)
+        self.consumer = Consumer(settings, self.runs, JobQueue(str(settings.queue_url), token), info)
+        self.runs.listener = self.consumer.listen
+        self.runs.start()
+        self.consumer.start()
+
+    def close(self) -> None:
+        """Stop the worker."""
+        self.consumer.stopping()
+        self.runs.stop()
+        self.consumer.stop()
+
+    def run(self, name: str, params: dict[str, Any], time_limit_s: float) -> dict[str, Any]:
+        """Queue one job and wait for its outcome report: {"status", "result", "error", "hardware"}."""
+        demo = CATALOGUE[name]
+        values = demo.params.model_validate(params)
+        world = demo.world_size(values)
+        gpu = self.info.kind == "cuda" and len(self.info.gpus) >= world
+        kind = hardware_kind("cuda", self.info.gpus[0]) if gpu else "cpu"
+        job_id = f"j_check_{name}"
+        self.jobs.put_job(queue_name(kind, world), job_body(
+            job_id=job_id, attempt=1, demo=name, params=values.model_dump(mode="json"), world_size=world, kind=kind,
+            seq_base=1, expires_at=time.time() + time_limit_s))
+        outcome: dict[str, Any] = {"status": "failed", "error": "no report before the time limit", "result": None}
+        deadline = time.monotonic() + time_limit_s + 30
+        while time.monotonic() < deadline:
+            data = self.jobs.next_report()
+            if data is None:
+                time.sleep(0.1)
+                continue
+            body = verify(self.jobs.token, data)
+            if body.get("job") != job_id:
+                continue
+            if body["type"] == "claimed":
+                outcome["hardware"] = body.get("hardware")
+            elif body["type"] in ("done", "dropped", "abandoned"):
+                outcome.update(status=body.get("status", "failed"), error=body.get("error") or body.get("reason"),
+                               result=body.get("result"))
+                return outcome
+        return outcome
+
+
+def run_one(name: str, values: dict[str, Any], check: QueueCheck) -> bool:
+    """Run one demo through the queue like a learner's run and print its figures; whether it succeeded."""
+    params = {"time_limit_s": 120, **values}
     start = time.monotonic()
-    status, result, error = execute(run, lambda event: None)
+    outcome = check.run(name, params, 150)
     took = time.monotonic() - start
-    if status != "succeeded" or result is None:
-        print(f"{name}: {status} after {took:.0f}s: {error}")
+    result = outcome.get("result")
+    if outcome["status"] != "succeeded" or result is None:
+        print(f"{name}: {outcome['status']} after {took:.0f}s: {outcome.get('error')}")
         return False
-    print(f"{name}: backend {result['backend']}, devices {', '.join(result['devices'])} ({took:.0f}s)")
+    where = (outcome.get("hardware") or {}).get("label", "?")
+    print(f"{name}: backend {result['backend']}, devices {', '.join(result['devices'])} on {where} ({took:.0f}s)")
     for line in headline(name, result):
         print(line)
     return True
@@ -133,7 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     info = detect("cpu" if args.cpu else "auto")
     print(f"devices: {info.kind} {info.gpus or ''} ({info.cpu_count} CPUs)")
     params = check_params(info)
-    ok = [run_one(name, params[name], info) for name in args.demos]
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as folder:
+        check = QueueCheck(info, Path(folder))
+        try:
+            ok = [run_one(name, params[name], check) for name in args.demos]
+        finally:
+            check.close()
     return 0 if all(ok) else 1
 
 

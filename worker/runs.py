@@ -42,6 +42,9 @@ class Run:
     pgid: int | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
     cancel: threading.Event = field(default_factory=threading.Event)
+    # A run taken from the shared queue: the device kind it was queued for ('cpu' or 'cuda') and its job.
+    want: str | None = None
+    job: dict[str, Any] | None = None
 
     @property
     def finished(self) -> bool:
@@ -72,13 +75,17 @@ class Run:
 
 Outcome = tuple[str, dict[str, Any] | None, str | None]
 Executor = Callable[[Run, Callable[[dict[str, Any]], None]], Outcome]
+Listener = Callable[[Run, dict[str, Any]], None]
 
 
 class RunQueue:
     """The worker's runs: a bounded FIFO queue in front of the devices, plus recent history."""
 
-    def __init__(self, settings: WorkerSettings, info: DeviceInfo, execute: Executor) -> None:
+    def __init__(
+        self, settings: WorkerSettings, info: DeviceInfo, execute: Executor, listener: Listener | None = None
+    ) -> None:
         self.settings, self.info, self.execute = settings, info, execute
+        self.listener = listener  # told of every event (under the queue's lock: it must not block)
         self.boot = secrets.token_hex(4)
         self._cond = threading.Condition()
         self._queue: deque[Run] = deque()
@@ -130,12 +137,31 @@ class RunQueue:
             self._cond.notify_all()
         return run
 
+    def submit_job(self, demo: Demo, params: DemoParams, job: dict[str, Any], want: str) -> Run:
+        """Queue a job taken from the shared queue (its own id; the consumer bounds what it takes)."""
+        with self._cond:
+            run = Run(job["job"], demo.name, params.model_dump(), demo.world_size(params), params.time_limit_s,
+                      want=want, job=job)
+            self._runs[run.id] = run
+            self._queue.append(run)
+            self._trim()
+            self._announce_positions()
+            self._cond.notify_all()
+        return run
+
+    def can_start_now(self, world_size: int, want: str) -> bool:
+        """Whether a run of this size and kind would start at once (nothing waits and its devices are free)."""
+        with self._cond:
+            return not self._queue and not self._stopping and place(self.info, world_size, self._free, want) is not None
+
     def get(self, run_id: str) -> Run:
         """A run by id (410 for a run from before a restart, 404 for an unknown one)."""
         with self._cond:
             run = self._runs.get(run_id)
         if run is not None:
             return run
+        if run_id.startswith("j_"):
+            raise NotFoundError(f"no run {run_id!r} on this worker")
         prefix = run_id.split("-", 1)[0]
         if "-" in run_id and len(prefix) == len(self.boot) and prefix != self.boot:
             raise RunLostError("the demo worker restarted since this run was started; the run was ended and is lost")
@@ -177,7 +203,10 @@ class RunQueue:
             return {"running": list(self._running), "queued": len(self._queue), "max_queue": self.settings.max_queue}
 
     def _add(self, run: Run, event: dict[str, Any]) -> None:
-        run.events.append({**event, "seq": len(run.events)})
+        numbered = {**event, "seq": len(run.events)}
+        run.events.append(numbered)
+        if self.listener is not None:
+            self.listener(run, numbered)
         self._cond.notify_all()
 
     def _finish_queued(self, run: Run, reason: str) -> None:
@@ -213,7 +242,7 @@ class RunQueue:
     def _startable(self) -> tuple[Run, Placement] | None:
         if not self._queue:
             return None
-        placement = place(self.info, self._queue[0].world_size, self._free)
+        placement = place(self.info, self._queue[0].world_size, self._free, self._queue[0].want)
         return (self._queue[0], placement) if placement else None
 
     def _execute(self, run: Run) -> None:

@@ -14,8 +14,9 @@ from app.errors import UnavailableError
 class DemoRunner(Protocol):
     """Starts demo runs and reports on them; calls block, so they run in the thread pool."""
 
-    def start(self, name: str, params: dict[str, Any]) -> str:
-        """Start a run of the named demo; returns the run id (raises UnavailableError when it can't)."""
+    def start(self, name: str, params: dict[str, Any], *, learner_id: str | None = None, fresh: bool = False) -> str:
+        """Start a run of the named demo for the learner (fresh: never reuse a recent result); returns the run id
+        (raises UnavailableError when it can't)."""
         ...
 
     def events(self, run_id: str) -> Iterator[dict[str, Any]]:
@@ -23,14 +24,15 @@ class DemoRunner(Protocol):
         ...
 
     def result(self, run_id: str) -> dict[str, Any]:
-        """The ended run: {"status", "summary", "series", "chart": {"svg" or "png_base64", "title"}, "error"}."""
+        """The ended run: {"status", "summary", "series", "chart": {"svg" or "png_base64", "title"}, "error"},
+        and how it was answered: "answer" (fresh, shared, reused) and "measured" ('measured 4 minutes ago on ...')."""
         ...
 
 
 class NoDemoRunner:
     """Used when no demo service is configured: every start says so."""
 
-    def start(self, name: str, params: dict[str, Any]) -> str:
+    def start(self, name: str, params: dict[str, Any], *, learner_id: str | None = None, fresh: bool = False) -> str:
         """Refuse: there is nothing to run demos on."""
         raise UnavailableError("live demos are not available on this server")
 
@@ -44,13 +46,14 @@ class NoDemoRunner:
 
 
 def demo_runner(request: Request) -> DemoRunner:
-    """The app's demo runner: `app.state.demo_runner` if set (e.g. a test fake), else the configured worker."""
+    """The app's demo runner: `app.state.demo_runner` if set (e.g. a test fake), else runs through the job queue."""
     runner: DemoRunner | None = getattr(request.app.state, "demo_runner", None)
     if runner is not None:
         return runner
-    from app.chat.worker_runner import WorkerDemoRunner
+    from app.chat.worker_runner import QueueDemoRunner
 
-    return WorkerDemoRunner(request.app.state.runtime.settings)
+    runtime = request.app.state.runtime
+    return QueueDemoRunner(runtime.settings, runtime.factory, getattr(request.app.state, "demo_queue", None))
 
 
 def chart_image(chart: dict[str, Any] | None) -> str | None:

@@ -7,6 +7,7 @@ identity, storage and streaming, whatever the intent.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -35,6 +36,7 @@ from app.learners.progress import progress
 from contracts.demos import DEMOS, demos_for
 
 log = logging.getLogger(__name__)
+FRESH = re.compile(r"\b(fresh|new run|rerun|re-run)\b", re.IGNORECASE)  # "run the all-reduce demo fresh"
 DEMO_TIMEOUT = 120.0  # seconds a chat waits for a demo's result before leaving a link to follow it
 
 
@@ -63,7 +65,7 @@ def respond(ctx: Context, text: str) -> Turn:
         EXPLAIN: lambda: quizzing.on_explain(ctx),
         ASK: lambda: on_ask(ctx, text),
         PROGRESS: lambda: on_progress(ctx),
-        DEMO: lambda: on_demo(ctx, intent),
+        DEMO: lambda: on_demo(ctx, intent, fresh=bool(FRESH.search(text))),
     }
     turn = handlers.get(intent.kind, lambda: Turn([help_reply(ctx.vocab.topic_names)]))()
     ctx.state.save(ctx.conversation)
@@ -88,8 +90,9 @@ def _demo_choices() -> list[Choice]:
     return [Choice(label=title, value=f"run the {name} demo") for name, (title, _) in DEMOS.items()]
 
 
-def on_demo(ctx: Context, intent: Intent) -> Turn:
-    """Start the named demo (or the one for the topic at hand) and follow it."""
+def on_demo(ctx: Context, intent: Intent, *, fresh: bool = False) -> Turn:
+    """Start the named demo (or the one for the topic at hand) and follow it; a recent result of the same run
+    on the same hardware is reused unless the learner asks for a fresh one."""
     name = intent.demo
     if name is None:
         related = demos_for(ctx.state.focus_topics or ctx.state.topics)
@@ -98,7 +101,7 @@ def on_demo(ctx: Context, intent: Intent) -> Turn:
         return Turn([info("Which demo would you like to run?", "demo_menu", choices=_demo_choices())])
     title = DEMOS[name][0]
     try:
-        run_id = ctx.runner.start(name, {})
+        run_id = ctx.runner.start(name, {}, learner_id=ctx.learner_id, fresh=fresh)
     except TutorError as exc:
         return Turn([info(f"I can't run the {title} demo right now: {exc.message}", "demo_failed")])
     action = Action(type="demo_run", label="Follow the run", run_id=run_id, url=f"/v1/demos/runs/{run_id}")
@@ -131,11 +134,14 @@ def demo_reply(run_id: str, name: str, result: dict[str, Any]) -> Reply:
         return info(f"The {title} demo failed: {result.get('error') or 'no reason given'}", "demo_failed")
     chart = result.get("chart") or {}
     summary = result.get("summary") or ""
-    text = f"**{title}**: measured just now." + (f"\n{summary}" if summary else "")
+    how = {"reused": "a recent result, reused", "shared": "from a run another learner started just before you"}
+    where = result.get("measured") or "measured just now"
+    kind = how.get(str(result.get("answer")), "a fresh run")
+    text = f"**{title}**: {kind}, {where}." + (f"\n{summary}" if summary else "")
     return Reply(
         kind="demo",
         text=text,
         chart=Chart(run_id=run_id, demo=name, title=chart.get("title") or title, image=chart_image(chart),
                     series=list(result.get("series") or []), summary=summary or None),
-        actions=[say("Run it again", f"run the {name} demo"), say("Quiz me on this", "quiz me")],
+        actions=[say("Run it fresh", f"run the {name} demo fresh"), say("Quiz me on this", "quiz me")],
     )

@@ -11,6 +11,7 @@ Timeouts here only keep a broken build from hanging the suite; no test asserts h
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import threading
@@ -44,6 +45,8 @@ from tests.reliability.instances import (
     small_filesystem,
 )
 from tests.serving import serving_in_thread
+from tests.worker.helpers import LONG_RUN, TOKEN, free_port, start_worker, stop
+from worker.procs import end_group, group_members
 
 HANG_GUARD_S = 30.0  # a request that takes this long is a hang
 
@@ -327,8 +330,6 @@ def test_tutor_ingest_on_a_full_disk_says_so_and_exits_non_zero(
 
 def _read_events(base: str, run_id: str, key: str, events: list[tuple[str, dict[str, Any]]]) -> None:
     """Read the run's server-sent events through the API until the stream ends (or the guard)."""
-    import json
-
     kind = ""
     with httpx.Client(base_url=base, timeout=HANG_GUARD_S, headers={"X-API-Key": key}) as http, \
             http.stream("GET", f"/v1/demos/runs/{run_id}/events") as response:
@@ -342,16 +343,10 @@ def _read_events(base: str, run_id: str, key: str, events: list[tuple[str, dict[
 
 def test_a_demo_worker_killed_mid_run_ends_the_run_failed_and_new_runs_get_a_quick_503(
         data_dir: Path, tmp_path: Path) -> None:
-    if "demo_queue_url" not in Settings.model_fields:
-        pytest.skip("live demos have no job queue in this version")
-    from tests.worker.helpers import LONG_RUN, TOKEN, free_port, start_worker, stop
-    from worker.procs import end_group, group_members
-
     encoder = FakeEncoder()
-    # a worker silent for 2 s is lost; its run is retried once (it is being watched), and a retry no worker
-    # takes within 4 s fails
+    # a worker silent for 2 s is lost; with no other worker to retry it on, its run fails with the reason
     settings = Settings(data_dir=data_dir, worker_token=TOKEN, demo_queue_url=str(tmp_path / "queue.db"),
-                        demo_worker_timeout_s=2.0, demo_queue_timeout_s=4.0)
+                        demo_worker_timeout_s=2.0)
     ingest_with(settings, encoder)
     key = _api_key(settings, ("grade", "author"))
     worker = start_worker(free_port(), TUTOR_WORKER_QUEUE_URL=settings.demo_queue, TUTOR_WORKER_CPU_RANKS="2",
@@ -384,7 +379,7 @@ def test_a_demo_worker_killed_mid_run_ends_the_run_failed_and_new_runs_get_a_qui
 
             final = _until(lambda: http.get(f"/v1/demos/runs/{run}").json(), lambda v: v["status"] == "failed",
                            "the run of the lost worker failing")
-            assert final["error"], final
+            assert "no heartbeat" in final["error"], final
             reader.join(HANG_GUARD_S)
             assert not reader.is_alive(), "the event stream of the lost run never ended"
             assert events[-1][0] == "done" and events[-1][1]["status"] == "failed", events[-3:]

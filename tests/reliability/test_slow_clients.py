@@ -13,15 +13,15 @@ Meanwhile an ordinary request from another client is answered.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import select
 import shutil
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,13 +29,14 @@ import pytest
 from fastapi import FastAPI
 
 from app.config import Settings
-from app.demos.endpoints import get_worker
-from app.errors import NotFoundError
 from app.main import create_app
+from contracts.jobs import JobQueue, queue_name, verify
 from tests.app.chat.fake_demos import FakeDemoRunner
+from tests.app.demos.helpers import author_key
 from tests.conftest import ROOT, SEEDS, ingest_with
 from tests.fakes import FakeEncoder
 from tests.serving import serving_in_thread
+from tests.worker.helpers import TOKEN
 
 # Small enough that a few slow clients would fill it; the queue wait is short so that a request shut
 # out by them is refused (503) rather than left waiting.
@@ -204,32 +205,42 @@ def test_a_chunked_body_over_the_limit_is_refused_while_it_arrives(bank: Setting
 
 
 class HeldWorker:
-    """A demo worker (the fake demo runner behind the worker client's calls) whose run event streams stay
-    open, with a keep-alive every 0.1 s, until `release` is set."""
+    """A demo worker as the API knows one: signed reports on the shared job queue (as `worker.consumer` sends
+    them). It announces itself, takes the job the API queued, reports it running with a progress event, and
+    keeps it in progress until `finish` reports its outcome."""
 
-    def __init__(self, release: threading.Event) -> None:
-        self.runner = FakeDemoRunner()
-        self.release = release
+    ID = "held-worker"
 
-    def request(self, method: str, path: str, json: dict[str, Any] | None = None) -> Any:
-        if method == "POST":  # /v1/demos/{name}/runs
-            return {"id": self.runner.start(path.split("/")[3], json or {}), "status": "queued"}
-        run_id = path.rsplit("/", 1)[1]
-        if run_id not in (f"run_{n + 1}" for n in range(len(self.runner.started))):
-            raise NotFoundError("no such demo run")
-        return {"id": run_id, "status": "running"}
+    def __init__(self, jobs: JobQueue) -> None:
+        self.jobs = jobs
+        self.taken: list[dict[str, Any]] = []
 
-    async def stream(self, run_id: str, after: int) -> AsyncIterator[str]:
-        """The run's event stream line by line, as the worker client gives it."""
-        for n, event in enumerate(self.runner.events(run_id)):
-            for line in (f"id: {n}", "event: progress", f"data: {json.dumps({'type': 'progress', **event})}", ""):
-                yield line
-        while not self.release.is_set():
-            await asyncio.sleep(0.1)
-            yield ": keep-alive"
-            yield ""
-        for line in ("event: done", f"data: {json.dumps({'type': 'done', **self.runner.result(run_id)})}", ""):
-            yield line
+    def _report(self, **body: Any) -> None:
+        self.jobs.report({"v": 1, "worker": self.ID, "at": time.time(), **body})
+
+    def announce(self) -> None:
+        """A heartbeat: the worker takes runs of up to 2 ranks on the CPU."""
+        self._report(type="heartbeat", name="held", hardware={"cpu_ranks": 2}, held=[], stopping=False,
+                     queues=[queue_name("cpu", ranks) for ranks in (1, 2)])
+
+    def take(self, run: dict[str, Any]) -> None:
+        """Take the run's job off its queue, claim it, and report it running with one progress event."""
+        data = self.jobs.take(queue_name(run["hardware_kind"], run["world_size"]))
+        assert data is not None, f"no job on the queue for run {run['id']}"
+        job = verify(self.jobs.token, data)
+        this = {"job": job["job"], "attempt": job["attempt"]}
+        self._report(type="claimed", hardware={"kind": "cpu", "label": "CPU, gloo", "backend": "gloo"}, **this)
+        running = {"type": "status", "status": "running"}
+        progress = {"type": "progress", "message": "working", "fraction": 0.5}
+        for n, event in enumerate((running, progress)):
+            self._report(type="event", seq=int(job["seq_base"]) + n, event=event, **this)
+        self.taken.append(job)
+
+    def finish(self) -> None:
+        """Report every taken job succeeded (a repeated report changes nothing)."""
+        for job in self.taken:
+            self._report(type="done", job=job["job"], attempt=job["attempt"], status="succeeded", error=None,
+                         result={"series": [], "charts": [], "notes": ["held"]}, pgid=None)
 
 
 class HeldRunner(FakeDemoRunner):
@@ -244,10 +255,11 @@ class HeldRunner(FakeDemoRunner):
         self.release.wait(60)
 
 
-def client_at(base: str, address: str, stack: ExitStack) -> httpx.Client:
+def client_at(base: str, address: str, stack: ExitStack, headers: dict[str, str] | None = None) -> httpx.Client:
     """A client whose connections come from `address` (any 127.x.y.z is this machine)."""
     transport = httpx.HTTPTransport(local_address=address)
-    return stack.enter_context(httpx.Client(base_url=base, transport=transport, timeout=QUEUE_WAIT_S * 4))
+    return stack.enter_context(httpx.Client(base_url=base, transport=transport, headers=headers,
+                                            timeout=QUEUE_WAIT_S * 4))
 
 
 class Events:
@@ -269,30 +281,38 @@ class Events:
         return list(self.lines)
 
 
-def test_open_demo_event_streams_do_not_shut_others_out(bank: Settings) -> None:
+def test_open_demo_event_streams_do_not_shut_others_out(bank: Settings, tmp_path: Path) -> None:
     """Per client at most 4 open streams, in the process 6 (more than the request limit of 4)."""
-    release = threading.Event()
-    with served(bank, max_open_streams=6, max_open_streams_per_client=4) as (app, base), ExitStack() as stack:
-        stack.callback(release.set)  # first thing on the way out: the streams end, the server can stop
-        worker = HeldWorker(release)
-        app.dependency_overrides[get_worker] = lambda: worker
-        local = client_at(base, "127.0.0.1", stack)
+    queue = str(tmp_path / "queue.db")
+    # the stand-in worker sends no heartbeat after its first: it is not counted lost while the test runs
+    demos = {"worker_token": TOKEN, "demo_queue_url": queue, "demo_worker_timeout_s": 3600.0}
+    key = {"X-API-Key": author_key(bank)}  # the run's requester; every stream is opened with it
+    with served(bank, max_open_streams=6, max_open_streams_per_client=4, **demos) as (_, base), \
+            ExitStack() as stack:
+        jobs = JobQueue(queue, TOKEN)
+        stack.callback(jobs.close)
+        worker = HeldWorker(jobs)
+        stack.callback(worker.finish)  # the run ends on the way out, whatever happened: its streams end
+        local = client_at(base, "127.0.0.1", stack, key)
+        worker.announce()
+        _wait(lambda: local.get("/v1/demos").json()["available"], "the worker registering")
         run = local.post("/v1/demos/allreduce/runs", json={})
         assert run.status_code == 202, run.text
+        worker.take(run.json())
         events = f"/v1/demos/runs/{run.json()['id']}/events"
-        # a stream refused after it was counted (no such run) does not stay counted
+        # a stream refused (no such run) does not stay counted
         assert [local.get("/v1/demos/runs/nope/events").status_code for _ in range(6)] == [404] * 6
 
         streams = [Events(local, stack, "GET", events) for _ in range(4)]
         assert [s.status_code for s in streams] == [200] * 4
         assert_ordinary_requests_answer(base)
-        assert local.get(f"/v1/demos/runs/{run.json()['id']}").status_code == 200
+        assert local.get(f"/v1/demos/runs/{run.json()['id']}").json()["status"] == "running"
 
         assert_error(Events(local, stack, "GET", events), 429, "rate_limited")  # the client's fifth
-        other = client_at(base, "127.0.0.2", stack)
+        other = client_at(base, "127.0.0.2", stack, key)
         others = [Events(other, stack, "GET", events) for _ in range(2)]
         assert [s.status_code for s in others] == [200, 200]
-        third = client_at(base, "127.0.0.3", stack)
+        third = client_at(base, "127.0.0.3", stack, key)
         assert_error(Events(third, stack, "GET", events), 503, "overloaded")  # the process's seventh
         assert_ordinary_requests_answer(base)
 
@@ -305,8 +325,20 @@ def test_open_demo_event_streams_do_not_shut_others_out(bank: Settings) -> None:
             time.sleep(0.1)
         assert reopened.status_code == 200
 
-        release.set()  # the runs end: each stream finishes with its result
-        assert "event: done" in streams[1].rest()
+        worker.finish()  # the run ends: each stream finishes with its result
+        for stream in (streams[1], others[0], reopened):
+            rest = stream.rest()
+            assert "event: done" in rest, rest
+            done = json.loads(rest[rest.index("event: done") + 1].removeprefix("data: "))
+            assert done["status"] == "succeeded" and done["result"]["notes"] == ["held"], done
+
+
+def _wait(probe: Callable[[], Any], what: str, limit: float = 30) -> None:
+    """Poll probe() until it is true (or fail naming `what`)."""
+    deadline = time.monotonic() + limit
+    while not probe():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.1)
 
 
 def test_open_chat_streams_do_not_shut_others_out(bank: Settings) -> None:

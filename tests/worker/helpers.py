@@ -28,7 +28,7 @@ def free_port() -> int:
 def start_worker(port: int, **env: str) -> subprocess.Popen[bytes]:
     """`tutor worker` on a port, CPU only, answering /healthz (or a failed test)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TUTOR_")}
-    full_env.update(TUTOR_WORKER_TOKEN=TOKEN, TUTOR_WORKER_DEVICE="cpu", **env)
+    full_env.update({"TUTOR_WORKER_TOKEN": TOKEN, "TUTOR_WORKER_DEVICE": "cpu", **env})
     proc = subprocess.Popen(
         [str(TUTOR), "worker", "--port", str(port)],
         env=full_env,

@@ -24,7 +24,7 @@ class FakeDemoRunner:
         self._ids = itertools.count(1)
         self._names: dict[str, str] = {}
 
-    def start(self, name: str, params: dict[str, Any]) -> str:
+    def start(self, name: str, params: dict[str, Any], *, learner_id: str | None = None, fresh: bool = False) -> str:
         """Record the start and return a run id."""
         run_id = f"run_{next(self._ids)}"
         self.started.append((name, params))

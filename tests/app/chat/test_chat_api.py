@@ -16,7 +16,6 @@ from app.models import Question
 from tests.app.chat.fake_demos import FakeDemoRunner
 from tests.conftest import ingest_with
 from tests.fakes import FakeEncoder
-from tests.serving import free_port
 
 
 class Learner:
@@ -193,14 +192,14 @@ def test_bad_requests(chat: TestClient) -> None:
     assert chat.get("/v1/chat/conversations").status_code == 401
 
 
-def test_without_a_fake_the_chat_uses_the_worker_and_says_when_it_is_down(
+def test_without_a_fake_the_chat_uses_the_job_queue_and_says_when_no_worker_is_connected(
     settings: Settings, fake_encoder: FakeEncoder
 ) -> None:
     ingest_with(settings, fake_encoder)
-    down = settings.model_copy(update={"worker_url": f"http://127.0.0.1:{free_port()}", "worker_timeout_s": 1.0})
+    down = settings.model_copy(update={"worker_token": "t", "demo_queue_url": str(settings.data_dir / "queue.db")})
     app = create_app(down, lambda _: fake_encoder, load_in_background=False)
     with TestClient(app) as client:
         started = time.monotonic()
         reply = Learner(client).say("run the allreduce demo")[-1]
-    assert reply["kind"] == "demo_failed" and "not reachable" in reply["text"]
+    assert reply["kind"] == "demo_failed" and "no demo worker is connected" in reply["text"]
     assert time.monotonic() - started < 5

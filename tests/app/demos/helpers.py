@@ -1,4 +1,4 @@
-"""Helpers of the demo API tests: build a client, run a demo to the end."""
+"""Helpers of the demo API tests: build a client, make callers, run a demo to the end."""
 
 from __future__ import annotations
 
@@ -8,20 +8,43 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from app.config import Settings
+from app.db import make_engine, make_sessionmaker, transaction
+from app.keys.service import create_key
 from app.main import create_app
 from tests.fakes import FakeEncoder
-from tests.worker.helpers import finished, free_port, wait_for
+from tests.worker.helpers import finished, wait_for
 
 
-def api_client(settings: Settings, **worker: Any) -> TestClient:
-    """A client of the API with the given worker settings (use as a context manager)."""
-    app = create_app(settings.model_copy(update=worker), lambda _: FakeEncoder(), load_in_background=False)
+def api_client(settings: Settings, **update: Any) -> TestClient:
+    """A client of the API with the given settings changed (use as a context manager)."""
+    app = create_app(settings.model_copy(update=update), lambda _: FakeEncoder(), load_in_background=False)
     return TestClient(app)
 
 
-def unused_url() -> str:
-    """A worker URL where nothing listens."""
-    return f"http://127.0.0.1:{free_port()}"
+def author_key(settings: Settings, scopes: tuple[str, ...] = ("grade", "author")) -> str:
+    """The secret of a new API key (author scope by default) with a limit no test reaches."""
+    engine = make_engine(settings.db_url)
+    try:
+        with transaction(make_sessionmaker(engine)) as session:
+            _, secret = create_key(session, name="demo tests", scopes=scopes, rate_limit="100000/minute")
+    finally:
+        engine.dispose()
+    return secret
+
+
+def as_learner(api: TestClient) -> TestClient:
+    """A client of the same app as a new learner (a chat token, no API key)."""
+    plain = TestClient(api.app)
+    response = plain.post("/v1/chat/conversations")
+    assert response.status_code == 201, response.text
+    plain.headers["Authorization"] = f"Bearer {response.json()['token']}"
+    return plain
+
+
+def wait_for_worker(api: TestClient, workers: int = 1, limit: float = 60) -> list[dict[str, Any]]:
+    """Wait until `workers` workers are live; their entries in the catalogue."""
+    body = wait_for(lambda: api.get("/v1/demos").json(), lambda b: len(b["workers"]) >= workers, limit=limit)
+    return list(body["workers"])
 
 
 def start(api: TestClient, name: str, **params: Any) -> dict[str, Any]:
@@ -44,12 +67,13 @@ def run_demo(api: TestClient, name: str, **params: Any) -> dict[str, Any]:
 
 
 def read_events(
-    api: TestClient, run_id: str, events: list[tuple[str, dict[str, Any]]] | None = None
+    api: TestClient, run_id: str, events: list[tuple[str, dict[str, Any]]] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """The run's server-sent events through the API (appended to `events` as they come), until the stream ends."""
     events = [] if events is None else events
     kind = ""
-    with api.stream("GET", f"/v1/demos/runs/{run_id}/events") as response:
+    with api.stream("GET", f"/v1/demos/runs/{run_id}/events", headers=headers) as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
         for line in response.iter_lines():
