@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 from pathlib import Path
@@ -45,6 +46,29 @@ def _runtime(settings: Settings | None = None) -> Runtime:
     return Runtime.create(settings or get_settings())
 
 
+# What a full disk looks like from each writer: the OS, SQLite, and FAISS's C++ writer.
+_DISK_FULL = ("no space left on device", "database or disk is full", "disk i/o error", "disk quota exceeded")
+
+
+def _stop_if_disk_full(exc: BaseException) -> None:
+    """Exit 1 with a plain message when an ingestion failed for want of disk space; otherwise return.
+
+    Ingestion writes the new index version to a temporary folder and commits the bank last, so a
+    failure leaves the live bank and index as they were; the message says so instead of a traceback
+    that names library source files and the server's paths."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if (isinstance(seen, OSError) and seen.errno in (errno.ENOSPC, errno.EDQUOT)) or any(
+            mark in str(seen).lower() for mark in _DISK_FULL
+        ):
+            err.print("[red]ingestion stopped: the disk is full (no space left for the index or the database). "
+                      "The bank and index that were live are unchanged; free some space and run `tutor ingest` "
+                      "again.[/]")
+            raise typer.Exit(1) from None
+        seen = seen.__cause__ or seen.__context__
+    return
+
+
 @app.command()
 def ingest(
     paths: Annotated[
@@ -60,7 +84,11 @@ def ingest(
 
     settings = get_settings()
     runtime = _runtime(settings)
-    runtime.migrate()
+    try:
+        runtime.migrate()
+    except Exception as exc:
+        _stop_if_disk_full(exc)
+        raise
     encoder_holder: list[Any] = []
 
     def encoder() -> Any:
@@ -95,10 +123,21 @@ def ingest(
 
         # The notes folder is read when there is one: a data folder without notes is still a bank.
         default = [settings.raw_path, *([settings.notes_path] if settings.notes_path.is_dir() else [])]
-        summary = run_ingest(paths or default, runtime.factory, model_id_for(settings.model), encoder, config, progress)
-    runtime.close()
+        try:
+            summary = run_ingest(
+                paths or default, runtime.factory, model_id_for(settings.model), encoder, config, progress
+            )
+        except Exception as exc:
+            _stop_if_disk_full(exc)
+            raise
+        finally:
+            runtime.close()
     if settings.export_onnx and summary.questions:
-        _export(settings.model, settings.index_path, force=False, quiet=as_json)
+        try:
+            _export(settings.model, settings.index_path, force=False, quiet=as_json)
+        except Exception as exc:
+            _stop_if_disk_full(exc)
+            raise
     if as_json:
         _print_json(summary.as_dict())
     else:

@@ -305,9 +305,6 @@ def test_a_full_disk_fails_ingestion_with_a_message_and_the_live_bank_keeps_serv
                "the running service picking up the ingestion made after space was freed")
 
 
-@pytest.mark.xfail(strict=True, reason="`tutor ingest` does not handle a full disk: it ends in a traceback whose "
-                   "last line is FAISS's write error (with its source file and the index path) or SQLite's "
-                   "'database or disk is full' / 'disk I/O error'")
 @pytest.mark.parametrize("full", FULL)
 def test_tutor_ingest_on_a_full_disk_says_so_and_exits_non_zero(
         small_disk: Path, data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full: str) -> None:
