@@ -18,7 +18,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 # forms are remembered. Answers pass through the same functions, and answers come from anyone: a
 # cache bounded by entries alone grew by about 545 MB with 16,384 distinct 2,000-character answers.
 # Text caches are therefore bounded by the characters they hold, and word caches skip long "words".
-TEXT_CACHE_CHARS = 2_000_000  # per function: a few MB of strings and their derived tuples
+TEXT_CACHE_CHARS = 500_000  # per function: about 1-3 MB of strings and their derived tuples (bench/soak.py)
 MAX_CACHED_WORD = 40
 
 
@@ -206,7 +206,7 @@ def _tokens(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-@word_cache(maxsize=65536)
+@word_cache(maxsize=16384)
 def stem(word: str) -> str:
     """A light suffix-stripping stemmer followed by the domain synonym map."""
     word = _SYNONYMS.get(word) or _fuzzy_synonym(word) or word
@@ -257,7 +257,7 @@ def _edit_distance_at_most(a: str, b: str, limit: int) -> bool:
     return prev[-1] <= limit
 
 
-@word_cache(maxsize=262144)
+@word_cache(maxsize=65536)
 def stems_match(a: str, b: str) -> bool:
     """Whether two stems denote the same word: equal, a long shared prefix, or a small typo."""
     if a == b:
