@@ -17,12 +17,13 @@ from __future__ import annotations
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.errors import render_error
 from app.grade_api.endpoints import grade_one_response
 from app.grade_api.schemas import GradeIn
 from app.keys.deps import API_KEY_HEADER, rate_limiter_of, require_api_key
+from app.serving.limits_mw import replay_body
 
 PATH = "/v1/grade"
 
@@ -45,7 +46,7 @@ class GradeFastPath:
         try:
             item = GradeIn.model_validate_json(body)
         except ValidationError:  # the route answers with the project's 422 shape
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         state = scope["app"].state
         runtime = state.runtime
@@ -91,17 +92,3 @@ async def _body(receive: Receive) -> bytes:
         chunks.append(message.get("body", b""))
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    """A receive that gives the body already read, then defers to the real one (disconnects)."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay

@@ -65,14 +65,14 @@ class BodyLimit:
                           f"the request body did not arrive within {self.timeout_s:g} s", close=True)
             return
         body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        await self.app(scope, _replay(body, receive), send)
+        await self.app(scope, replay_body(body, receive), send)
 
     async def _refuse(self, send: Send, limit: int) -> None:
         await _answer(send, 413, "payload_too_large",
                       f"request body is over the {limit // 1024} KB limit for this endpoint", close=True)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive) -> Receive:
     """A receive that gives the whole body at once, then defers to the server's (which reports a disconnect)."""
     sent = False
 
