@@ -36,6 +36,7 @@ from grading_lab.asag import ASAG_DIR
 from grading_lab.contrasts import Pair, bank_pairs
 from grading_lab.evaluation import bank_items
 from ingest.embedder import resolve_model_path
+from ingest.identity import file_sha256
 
 RECIPE_VERSION = "pair-judge-2"
 BANK_ANSWERS = DATA_DIR / "train" / "bank_answers.jsonl"
@@ -91,10 +92,6 @@ def asag_pairs(names: Sequence[str], directory: Path = ASAG_DIR) -> list[Pair]:
     return pairs
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def data_hashes(recipe: Recipe) -> dict[str, str]:
     """sha256 of every file the training reads."""
     files = [
@@ -103,7 +100,7 @@ def data_hashes(recipe: Recipe) -> dict[str, str]:
         *sorted((DATA_DIR / "raw").glob("*.txt")),
         DATA_DIR / "annotations.yaml",
     ]
-    return {str(f.relative_to(PROJECT_ROOT)): _sha256(f) for f in files}
+    return {str(f.relative_to(PROJECT_ROOT)): file_sha256(f) for f in files}
 
 
 def answer_pairs(items: dict[tuple[str, int], GradingItem], path: Path = BANK_ANSWERS) -> list[Pair]:
@@ -285,8 +282,8 @@ def train_judge(target_dir: Path = JUDGE_DIR, recipe: Recipe | None = None, log:
             "data": data_hashes(recipe),
             "pairs": {"total": len(pairs), "labels": dict(Counter(p.label for p in pairs)),
                       "bank_kinds": dict(Counter(p.kind for p in pairs if not p.group.startswith(recipe.asag)))},
-            "onnx_sha256": _sha256(stage / ONNX_FILE),
-            "tokenizer_sha256": _sha256(stage / "tokenizer.json"),
+            "onnx_sha256": file_sha256(stage / ONNX_FILE),
+            "tokenizer_sha256": file_sha256(stage / "tokenizer.json"),
             **extra,
         }
         (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from ingest.cleaning import clean
@@ -24,3 +25,12 @@ def content_hash(fields: dict[str, Any]) -> str:
     """A hash of everything about a question that is stored or served."""
     blob = json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file, read in 1 MB blocks (the index, the encoder and the judge are checked by it)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

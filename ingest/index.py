@@ -26,6 +26,7 @@ import faiss
 import numpy as np
 
 from contracts.errors import UnavailableError
+from ingest.identity import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -125,15 +126,6 @@ def index_version(model_id: str, dim: int, entries: list[IndexEntry], extra: str
             digest.update(f"\t{e.kind}\t{e.text_hash}\t{e.passage_id}\n".encode())
     if extra:
         digest.update(f"extra\t{extra}\n".encode())
-    return digest.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file, read in 1 MB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
     return digest.hexdigest()
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from contracts.errors import UnavailableError
+from ingest.identity import file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +48,6 @@ class EncoderRunError(UnavailableError):
 
     def __init__(self) -> None:
         super().__init__("the encoder could not run; try again shortly")
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file, read in 1 MB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def manifest_digest(manifest: dict[str, object]) -> str:

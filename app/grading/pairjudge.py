@@ -10,7 +10,6 @@ manifest's hashes when it is loaded.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ import numpy as np
 
 from app.config import Settings
 from app.grading.decision import VERDICTS
+from ingest.identity import file_sha256
 
 JUDGE_LABELS = VERDICTS  # the judge's classes are the verdicts, in the same order
 MANIFEST = "judge.json"
@@ -38,14 +38,6 @@ def pair_text(question: str, reference: str) -> str:
     return f"{reference} (question: {question})"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def read_judge_manifest(folder: Path) -> dict[str, Any]:
     """The judge's manifest, after checking the model and tokenizer files against its hashes."""
     try:
@@ -56,7 +48,7 @@ def read_judge_manifest(folder: Path) -> dict[str, Any]:
         path = folder / name
         if not path.is_file():
             raise JudgeArtifactError(f"the pair judge's {name} is missing")
-        if _sha256(path) != manifest.get(key):
+        if file_sha256(path) != manifest.get(key):
             raise JudgeArtifactError(f"the pair judge's {name} does not match its manifest (damaged or replaced)")
     return manifest
 
