@@ -100,7 +100,7 @@ def _author_key(settings: Settings) -> str:
     return secret
 
 
-def _build(data: Path, queue: str = "sqlite", **extra: str) -> Site:
+def _build(data: Path, queue: str = "sqlite", database_url: str | None = None, **extra: str) -> Site:
     shutil.copytree(SEEDS, data / "raw")
     for name in ("taxonomy.yaml", "annotations.yaml"):
         shutil.copy(ROOT / "data" / name, data / name)
@@ -113,7 +113,9 @@ def _build(data: Path, queue: str = "sqlite", **extra: str) -> Site:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TUTOR_")}
     env.update(FAST, TUTOR_DATA_DIR=str(data), TUTOR_WORKER_TOKEN=TOKEN, TUTOR_DEMO_QUEUE_URL=queue_url,
                TUTOR_JOURNAL="false", TUTOR_RELOAD_S="0", **extra)
-    settings = Settings(data_dir=data, worker_token=TOKEN, demo_queue_url=queue_url)
+    if database_url:
+        env["TUTOR_DATABASE_URL"] = database_url
+    settings = Settings(data_dir=data, worker_token=TOKEN, demo_queue_url=queue_url, database_url=database_url)
     ingest_with(settings, FakeEncoder())
     site = Site(settings, env)
     site.author = _author_key(settings)
@@ -137,8 +139,8 @@ def make_site(tmp_path: Path) -> Iterator[Callable[..., Site]]:
     """Build a site (database ingested, queue empty); every process it started is stopped afterwards."""
     sites: list[Site] = []
 
-    def build(queue: str = "sqlite", **extra: str) -> Site:
-        sites.append(_build(tmp_path / f"site{len(sites)}", queue, **extra))
+    def build(queue: str = "sqlite", database_url: str | None = None, **extra: str) -> Site:
+        sites.append(_build(tmp_path / f"site{len(sites)}", queue, database_url, **extra))
         return sites[-1]
 
     yield build

@@ -4,6 +4,7 @@ a worker killed mid-run, an API restarted mid-run, fifty identical requests at o
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Callable
@@ -11,12 +12,14 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from app.chat.store import issue_learner
 from app.db import make_engine, make_sessionmaker, transaction
 from app.models import DemoJob
 from contracts.jobs import JobQueue, job_body, queue_name, sign
+from tests.conftest import pg_schema
 from tests.demos_scale.conftest import Site, workers_live
 from tests.worker.helpers import LONG_RUN, finished, wait_for
 from worker.procs import group_members
@@ -167,3 +170,31 @@ def test_forged_tokens_jobs_and_reports_are_refused(shared_site: tuple[Site, str
         assert view["status"] == "succeeded" and view["worker"] != "impostor"
         assert impostor.poll() is None  # still running, never trusted
         queue.close()
+
+
+def test_two_api_processes_on_postgresql_share_runs_results_and_history(
+    make_site: Callable[..., Site], postgres_available: bool
+) -> None:
+    """The run records on PostgreSQL: identical requests through two API processes make one job, whose
+    progress and result either process serves, and whose result lands in the history."""
+    if not postgres_available:
+        pytest.skip("no PostgreSQL")
+    with pg_schema("demos") as url:
+        site = make_site("redis", database_url=url)
+        one, two = site.start_api(), site.start_api()
+        site.start_worker(2, "pg")
+        with site.client(one) as a, site.client(two) as b:
+            workers_live(a, 1)
+            with ThreadPoolExecutor(20) as pool:
+                responses = list(pool.map(lambda i: (a, b)[i % 2].post("/v1/demos/sampler/runs", json={}), range(20)))
+            assert [r.status_code for r in responses if r.status_code >= 300] == []
+            ids = {r.json()["id"] for r in responses}
+            engine = make_engine(url)
+            with transaction(make_sessionmaker(engine)) as session:
+                assert len(session.scalars(select(DemoJob).where(DemoJob.demo == "sampler")).all()) == 1
+            engine.dispose()
+            run_id = next(iter(ids))
+            done = wait_for(lambda: _view(b, run_id), finished)
+            assert done["status"] == "succeeded" and _view(a, run_id)["result"] == done["result"]
+            history = a.get("/v1/demos/sampler/results").json()
+            assert "CPU, gloo" in json.dumps(history)
