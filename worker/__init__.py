@@ -1,8 +1,11 @@
 """The demo worker service (`tutor worker`): runs live distributed-training demos on real PyTorch.
 
-- `api`: the FastAPI service (token-protected /v1: catalogue, runs, cancel, server-sent progress events).
+- `consumer`: takes signed jobs from the demo job queue (contracts.jobs: a SQLite file or Redis) for the
+  placement classes this host can serve, oldest head first and only when it can start it; reports
+  claims, events, results and heartbeats back on the queue, signed with the worker token.
+- `api`: the worker's own HTTP port: /healthz, and token-protected local runs that share its devices.
 - `catalogue`, `params`: the eight demos (names shared with contracts.demos) and their bounded parameters.
-- `runs`: the FIFO run queue, one run at a time per device (each GPU, or the CPU), bounded (429 when full).
+- `runs`: the runs on this host's devices, strictly FIFO per device set (each GPU, or the CPU ranks).
 - `supervisor`: runs a demo in `python -m worker.child`, in its own process group, with a time limit;
   cancellation, timeouts and dying processes end the whole group (`procs`).
 - `child`, `ranks`: inside the run process; multi-rank demos start real torch.distributed ranks
