@@ -223,7 +223,8 @@ def load_relevance(path: Path = RELEVANCE_PATH) -> RelevanceHead:
 
 @lru_cache(maxsize=1)
 def default_relevance() -> RelevanceHead:
-    return load_relevance()
+    """The shipped head (loaded once; checked when the service loads, so damage shows in /readyz)."""
+    return load_relevance(RELEVANCE_PATH)
 
 
 def corpus_digest(documents: Iterable[str]) -> str:

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.answers.cache import BankCache, BankEntry
 from app.answers.rubrics import RubricBook
+from app.ask.relevance import RelevanceError, default_relevance
 from app.config import Settings
 from app.db import (
     SERVING_AUTOCHECKPOINT_PAGES,
@@ -41,7 +42,9 @@ log = logging.getLogger(__name__)
 
 # Errors whose messages are written for clients: short, naming no server path. Any other error's
 # message (a library's, which may name files and its own internals) stays in the log.
-CLIENT_SAFE_ERRORS = (TutorError, IndexDamagedError, EncoderArtifactError, EncoderIntegrityError, JudgeArtifactError)
+CLIENT_SAFE_ERRORS = (
+    TutorError, IndexDamagedError, EncoderArtifactError, EncoderIntegrityError, JudgeArtifactError, RelevanceError
+)
 
 
 def not_ready_reason(exc: Exception, stage: str) -> str:
@@ -155,6 +158,8 @@ class Runtime:
                 use_judge(load_judge(self.settings.judge_dir))
                 stage = "grading decision"
                 load_decision()
+                stage = "ask relevance head"
+                default_relevance()
                 stage = "index"  # its files are checked against the hashes in its manifest
                 version = self._live_version()
                 if version is None:

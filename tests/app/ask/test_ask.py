@@ -192,3 +192,20 @@ def test_feature_vector_has_the_heads_shape() -> None:
     vocab = Vocabulary.build(["x"])
     assert features("anything", [], [], vocab).shape == (len(FEATURES),)
     assert np.isfinite(features("", [0.1], ["x"], vocab)).all()
+
+
+def test_a_damaged_relevance_head_makes_the_service_not_ready(
+    settings: Settings, fake_encoder: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    damaged = tmp_path / "relevance.json"
+    damaged.write_text('{"head": {"features": ["top"]}}', encoding="utf-8")
+    monkeypatch.setattr(relevance, "RELEVANCE_PATH", damaged)
+    relevance.default_relevance.cache_clear()
+    try:
+        ingest_with(settings, fake_encoder)
+        with TestClient(create_app(settings, lambda _: fake_encoder, load_in_background=False)) as client:
+            ready = client.get("/readyz")
+            assert ready.status_code == 503 and "relevance head" in ready.json()["error"]["message"]
+            assert str(tmp_path) not in ready.text
+    finally:
+        relevance.default_relevance.cache_clear()
