@@ -51,19 +51,24 @@ def bench_env(data_dir: Path, **extra: str) -> dict[str, str]:
     return {**env, "TUTOR_DATA_DIR": str(data_dir), **limits, **extra}
 
 
+def copy_project_data(data: Path) -> None:
+    """The project's quiz documents, study notes, taxonomy and annotations in `data`, and its exported
+    encoder when there is one (reused rather than exported again)."""
+    shutil.copytree(ROOT / "data" / "raw", data / "raw")
+    shutil.copytree(ROOT / "data" / "notes", data / "notes")
+    for name in ("taxonomy.yaml", "annotations.yaml"):
+        shutil.copy(ROOT / "data" / name, data / name)
+    exported = ROOT / "data" / "index" / "encoders"
+    if exported.exists():
+        shutil.copytree(exported, data / "index" / "encoders")
+
+
 @contextmanager
 def prepared_data() -> Iterator[Path]:
-    """A temporary copy of the project's data (quiz documents and study notes) with the bank ingested and
-    the encoder exported."""
+    """A temporary copy of the project's data (`copy_project_data`) with the bank ingested."""
     with tempfile.TemporaryDirectory(prefix="tutor-bench-") as tmp:
         data = Path(tmp) / "data"
-        shutil.copytree(ROOT / "data" / "raw", data / "raw")
-        shutil.copytree(ROOT / "data" / "notes", data / "notes")
-        for name in ("taxonomy.yaml", "annotations.yaml"):
-            shutil.copy(ROOT / "data" / name, data / name)
-        exported = ROOT / "data" / "index" / "encoders"
-        if exported.exists():  # reuse the project's export rather than exporting again
-            shutil.copytree(exported, data / "index" / "encoders")
+        copy_project_data(data)
         run_tutor(bench_env(data), "ingest")
         yield data
 

@@ -62,7 +62,7 @@ import httpx
 import psutil
 import psycopg
 import redis
-from common import ROOT, bench_env, dev_answers, percentiles
+from common import ROOT, bench_env, copy_project_data, dev_answers, percentiles
 from psycopg import sql
 from sqlalchemy.engine import make_url
 
@@ -132,14 +132,8 @@ def redis_database(base_url: str, number: int | None) -> Iterator[str]:
 
 
 def prepare_data(folder: Path, env: dict[str, str]) -> None:
-    """The project's quiz documents, notes and exported encoder in `folder`, ingested into env's database."""
-    shutil.copytree(ROOT / "data" / "raw", folder / "raw")
-    shutil.copytree(ROOT / "data" / "notes", folder / "notes")
-    for name in ("taxonomy.yaml", "annotations.yaml"):
-        shutil.copy(ROOT / "data" / name, folder / name)
-    exported = ROOT / "data" / "index" / "encoders"
-    if exported.exists():  # reuse the project's export rather than exporting again
-        shutil.copytree(exported, folder / "index" / "encoders")
+    """The project's data (`common.copy_project_data`) in `folder`, ingested into env's database."""
+    copy_project_data(folder)
     run_tutor(env, "ingest")
 
 
