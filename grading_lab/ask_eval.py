@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from app.ask.relevance import RelevanceHead, features
-from app.ask.service import NEIGHBOURS, PASSAGES, passage_document, retrieve, vocabulary
+from app.ask.relevance import RelevanceHead
+from app.ask.service import PASSAGES, assess, vocabulary
 from app.models import Passage
 from ingest.embedder import Encoder
 from ingest.index import LoadedIndex
@@ -79,10 +79,8 @@ def observe(
     vocab = vocabulary(session, index)
     out = []
     for item, vector in zip(items, vectors, strict=True):
-        found = retrieve(session, index, vector, max(PASSAGES, NEIGHBOURS))
-        hits, cited = found.hits, found.hits[:PASSAGES]
-        x = features(item["question"], [h.score for h in hits], [passage_document(h.passage) for h in cited], vocab,
-                     found.bank)
+        found, x = assess(session, index, vocab, item["question"], vector)
+        cited = found.hits[:PASSAGES]
         labels = item.get("sections") or []
         hit = any(in_section(h.passage, label) for h in cited for label in labels)
         top = [f"{h.passage.note}#{' > '.join(h.passage.heading_path)}" for h in cited]

@@ -107,6 +107,18 @@ def _topics(hits: list[PassageHit], names: Mapping[str, str], limit: int = 3) ->
     return [{"id": t, "name": names.get(t, t)} for t in seen[:limit]]
 
 
+def assess(
+    session: Session, index: LoadedIndex, vocab: Vocabulary, text: str, vector: np.ndarray
+) -> tuple[Retrieval, np.ndarray]:
+    """What the relevance head decides on: the nearest passages (the first PASSAGES are cited) and the
+    head's features of them. The evaluation calls this too, so it measures exactly what is served."""
+    found = retrieve(session, index, vector, max(PASSAGES, NEIGHBOURS))
+    cited = found.hits[:PASSAGES]
+    x = features(text, [h.score for h in found.hits], [passage_document(h.passage) for h in cited], vocab,
+                 found.bank)
+    return found, x
+
+
 def ask(
     session: Session,
     encoder: Encoder,
@@ -118,11 +130,8 @@ def ask(
     """The passages that answer a question, cited, with the head's confidence; or "not covered" with
     the nearest topics."""
     head = head or default_relevance()
-    vector = encoder.encode([text])[0]
-    found = retrieve(session, index, vector, max(PASSAGES, NEIGHBOURS))
+    found, x = assess(session, index, vocabulary(session, index), text, encoder.encode([text])[0])
     hits, cited = found.hits, found.hits[:PASSAGES]
-    x = features(text, [h.score for h in hits], [passage_document(h.passage) for h in cited],
-                 vocabulary(session, index), found.bank)
     answered, confidence = head.answers(x) if hits else (False, 0.0)
     topics = _topics(hits, topic_names or {})
     if not answered:
