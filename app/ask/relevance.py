@@ -25,11 +25,13 @@ import itertools
 import json
 import math
 import re
+import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import cachetools
 import numpy as np
 
 from app.config import ASK_MODEL_PATH
@@ -108,6 +110,16 @@ class Vocabulary:
 
     idf: dict[str, float]
     default_idf: float
+    # Words by first letter, for the one-edit match; and the matches made (bounded: words come from anyone).
+    _by_initial: dict[str, list[str]] = field(default_factory=dict, repr=False)
+    _matched: cachetools.LRUCache[str, str | None] = field(
+        default_factory=lambda: cachetools.LRUCache(maxsize=4096), repr=False
+    )
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        for w in sorted(self.idf):
+            self._by_initial.setdefault(w[:1], []).append(w)
 
     @classmethod
     def build(cls, documents: Iterable[str]) -> Vocabulary:
@@ -126,16 +138,18 @@ class Vocabulary:
             return word
         if len(word) < 5:
             return None
-        return _fuzzy(word, tuple(self.idf))
+        with self._lock:
+            if word in self._matched:
+                return self._matched[word]
+        same_start = self._by_initial.get(word[:1], ())
+        near = [v for v in same_start if abs(len(v) - len(word)) <= 1 and _one_edit(word, v)]
+        match = near[0] if near else None  # the list is sorted: the first is the least
+        with self._lock:
+            self._matched[word] = match
+        return match
 
     def weight(self, word: str | None) -> float:
         return self.default_idf if word is None else self.idf[word]
-
-
-@lru_cache(maxsize=4096)
-def _fuzzy(word: str, vocabulary: tuple[str, ...]) -> str | None:
-    best = [v for v in vocabulary if abs(len(v) - len(word)) <= 1 and v[:1] == word[:1] and _one_edit(word, v)]
-    return min(best) if best else None
 
 
 def features(
