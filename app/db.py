@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 # The newest migration's revision: checked at start-up without importing Alembic (tests keep it
 # equal to Alembic's head).
-HEAD_REVISION = "0006"
+HEAD_REVISION = "0007"
 
 
 # SQLite copies the write-ahead log back into the database file (a checkpoint) on the commit that

@@ -94,6 +94,7 @@ class Passage(Base):
     text: Mapped[str] = mapped_column(Text)
     citations: Mapped[list[dict[str, Any]]] = mapped_column(JSON)  # the references the text cites
     explains: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    asks: Mapped[list[str]] = mapped_column(JSON, default=list)  # questions its section answers (the note's `asks`)
     content_hash: Mapped[str] = mapped_column(String(64))
     status: Mapped[str] = mapped_column(String(16), default=ACTIVE, index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

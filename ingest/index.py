@@ -51,17 +51,19 @@ class IndexSearchError(UnavailableError):
 
 
 PASSAGE = "passage"
+ASK = "ask"  # a question a passage's section answers, as a learner words it (the note's `asks`)
 
 
 @dataclass(frozen=True)
 class IndexEntry:
     """What one vector stands for: a question and which of its texts, or a study-note passage.
 
-    A passage's entry has no question (`question_id` None), kind "passage" and its `passage_id`.
+    A passage's entry has no question (`question_id` None), kind "passage" and its `passage_id`; an
+    authored question that a passage answers has kind "ask" and that passage's id.
     """
 
     question_id: str | None
-    kind: str  # "question" | "answer" | "explanation" | "passage"
+    kind: str  # "question" | "answer" | "explanation" | "passage" | "ask"
     text_hash: str
     passage_id: str | None = None
 

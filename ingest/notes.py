@@ -9,6 +9,9 @@ A note (`data/notes/*.md`, or any `.md` file given to `tutor ingest`) looks like
       - {id: li2020pytorch, authors: Shen Li et al., title: "PyTorch Distributed", year: 2020, where: arXiv:2006.15704}
     explains:
       - {file: 003_28df717c268ee6dd.txt, number: 5, section: "Splitting the data with DistributedSampler"}
+    asks:
+      - section: "Splitting the data with DistributedSampler"
+        questions: ["how does each gpu get different samples?", "why call set_epoch every epoch"]
     ---
 
     ## Splitting the data with DistributedSampler
@@ -20,12 +23,15 @@ block stays whole). Each paragraph is a passage that keeps the note's file name,
 and its line span. Body text cites references as `[refid]`, `[refid, §2.1]` or `[a; b, §3]`
 (inside `code` nothing is a citation). An `explains` entry names a bank question (seed file and
 question number) and the heading of the section that explains its answer; that section's passages,
-its subsections' included, explain the question.
+its subsections' included, explain the question. An `asks` entry lists questions, as learners word
+them, that a section's own text answers; they are kept on the section's first passage, and the ask
+path matches a learner's question against them (app/ask/).
 
 A note that cannot be used is reported with file, line and reason, every problem at once:
 front matter that is missing or not YAML, no title or topics, a reference without authors or
 organisation, title and year or version, a citation of an id not in `references`, an `explains`
-entry without file, number and section, or whose section is not a heading of the note.
+entry without file, number and section, or whose section is not a heading of the note, an `asks`
+entry without a section and a list of questions, or whose section is not a heading.
 """
 
 from __future__ import annotations
@@ -84,6 +90,18 @@ class Explains:
     line: int
 
 
+@dataclass(frozen=True)
+class Asks:
+    """One `asks` entry: questions that a section of the note answers, as learners word them."""
+
+    section: str
+    questions: tuple[str, ...]
+    line: int
+
+
+MAX_ASK_CHARS = 300  # an authored question longer than this is a paragraph, not a question
+
+
 @dataclass
 class PassageRecord:
     """Everything stored about one passage, before it meets the database."""
@@ -100,6 +118,7 @@ class PassageRecord:
     text: str
     citations: list[dict[str, Any]] = field(default_factory=list)
     explains: list[dict[str, Any]] = field(default_factory=list)
+    asks: list[str] = field(default_factory=list)  # questions this passage's section answers
 
     @property
     def embed_text(self) -> str:
@@ -121,6 +140,7 @@ class NoteResult:
     title: str | None = None
     passages: list[PassageRecord] = field(default_factory=list)
     explains: list[Explains] = field(default_factory=list)
+    asks: list[Asks] = field(default_factory=list)
     issues: list[ParseIssue] = field(default_factory=list)
 
     @property
@@ -323,6 +343,26 @@ def _explains(data: dict[str, Any], node: Any, name: str, issues: list[ParseIssu
     return out
 
 
+def _asks(data: dict[str, Any], node: Any, name: str, issues: list[ParseIssue]) -> list[Asks]:
+    raw = data.get("asks") or []
+    if not isinstance(raw, list):
+        issues.append(ParseIssue(name, _line_of(node, "asks"), "asks is not a list"))
+        return []
+    out = []
+    for item, line in zip(raw, _item_lines(node, "asks", len(raw)), strict=True):
+        section = _text(item.get("section")) if isinstance(item, dict) else None
+        questions = item.get("questions") if isinstance(item, dict) else None
+        texts = [_text(q) for q in questions] if isinstance(questions, list) else []
+        if not section or not texts or not all(texts):
+            issues.append(ParseIssue(name, line, "asks entry needs section and a list of questions (text)"))
+            continue
+        if any(len(t or "") > MAX_ASK_CHARS for t in texts):
+            issues.append(ParseIssue(name, line, f"asks entry has a question over {MAX_ASK_CHARS} characters"))
+            continue
+        out.append(Asks(section, tuple(t for t in texts if t), line))
+    return out
+
+
 # --- body -----------------------------------------------------------------------------------------
 
 
@@ -451,6 +491,7 @@ def _parse(path: Path, text: str) -> NoteResult:
         issues.append(ParseIssue(name, _line_of(node, "topics"), "front matter has no topics"))
     refs = _references(data, node, name, issues)
     result.explains = _explains(data, node, name, issues)
+    result.asks = _asks(data, node, name, issues)
     result.title = title
 
     blocks, headings = _blocks(lines[end + 1 :], end + 2)
@@ -470,6 +511,19 @@ def _parse(path: Path, text: str) -> NoteResult:
                 link = {"file": entry.file, "number": entry.number}
                 if link not in explained.setdefault(i, []):
                     explained[i].append(link)
+    asked: dict[int, list[str]] = {}
+    for ask in result.asks:
+        if ask.section not in sections:
+            issues.append(ParseIssue(name, ask.line, f"asks section '{ask.section}' is not a heading of this note"))
+            continue
+        first = next((i for i, block in enumerate(blocks)
+                      if any(block.heading_path[: len(hp)] == hp for hp in sections[ask.section])), None)
+        if first is None:
+            issues.append(ParseIssue(name, ask.line, f"asks section '{ask.section}' has no text"))
+            continue
+        for question in ask.questions:
+            if question not in asked.setdefault(first, []):
+                asked[first].append(question)
 
     seen: dict[str, int] = {}
     for i, block in enumerate(blocks):
@@ -491,6 +545,7 @@ def _parse(path: Path, text: str) -> NoteResult:
                 text=block.text,
                 citations=citations,
                 explains=explained.get(i, []),
+                asks=asked.get(i, []),
             )
         )
     return result

@@ -33,6 +33,7 @@ from ingest.concepts import link_concepts
 from ingest.embedder import Encoder
 from ingest.identity import content_hash, question_id, text_hash
 from ingest.index import (
+    ASK,
     INDEX_MODEL_KEY,
     INDEX_VERSION_KEY,
     PASSAGE,
@@ -213,7 +214,8 @@ def run_ingest(
     summary.ignored += _unexplained(notes, live)
 
     cache = VectorCache(factory, model_id)
-    texts = [t for r in live for t in r.embed_texts()] + [p.embed_text for p in live_passages]
+    texts = ([t for r in live for t in r.embed_texts()] + [p.embed_text for p in live_passages]
+             + [q for p in live_passages for q in p.asks])
     summary.embedded = cache.ensure(texts, encoder, progress)
     vectors = cache.get_many(texts)
     if config.precompute is not None:
@@ -301,6 +303,9 @@ def _index_entries(
     for p in sorted(passages or [], key=lambda p: p.id):
         entries.append(IndexEntry(None, PASSAGE, text_hash(p.embed_text), p.id))
         rows.append(vectors[p.embed_text])
+        for question in p.asks:
+            entries.append(IndexEntry(None, ASK, text_hash(question), p.id))
+            rows.append(vectors[question])
     return entries, (np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32))
 
 
@@ -329,6 +334,7 @@ _PASSAGE_FIELDS = (
     "text",
     "citations",
     "explains",
+    "asks",
 )
 
 

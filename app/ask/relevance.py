@@ -12,6 +12,9 @@ head reads lexical evidence beside the cosines:
   choice": known words in a combination the notes never discuss);
 - the best cosine of a bank question's texts (the quiz asks about what the notes explain).
 
+The cosines are those retrieval ranks by (app/ask/service.py): a passage's own, or that of a
+question the note's authors wrote for its section (`asks`), whichever is nearer.
+
 Learners misspell, so a word matches a corpus word one edit away (five letters or more), and
 "all-reduce", "all reduce" and "allreduce" are one word. The head is a logistic regression fitted by
 `tutor models fit-ask --write` on the tuning set `data/train/ask_dev.jsonl` (grouped

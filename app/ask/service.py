@@ -21,7 +21,7 @@ from app.ask.relevance import RelevanceHead, Vocabulary, default_relevance, feat
 from app.models import ACTIVE, Passage, Question
 from app.serving.cache import LRUCache
 from ingest.embedder import Encoder
-from ingest.index import LoadedIndex
+from ingest.index import ASK, LoadedIndex
 from ingest.notes import passage_embed_text
 
 PASSAGES = 3  # passages cited in an answer (the evaluation's recall@3)
@@ -33,7 +33,7 @@ _VOCABULARIES: LRUCache[str, Vocabulary] = LRUCache(4)
 
 @dataclass(frozen=True)
 class PassageHit:
-    """A note passage near the query and its cosine."""
+    """A note passage near the query and its cosine (its text's, or an authored question's if nearer)."""
 
     passage: Passage
     score: float
@@ -55,11 +55,13 @@ class Retrieval:
 def retrieve(session: Session, index: LoadedIndex, vector: np.ndarray, k: int) -> Retrieval:
     """The best passage of each of the k note sections nearest a query vector, and how near the nearest
     bank text is. One passage per section: three paragraphs of one section would cite one idea three
-    times, where three sections give the learner (and the relevance head) three views."""
+    times, where three sections give the learner (and the relevance head) three views. A passage is
+    as near as its text or the nearest question authored for it (a note's `asks`), whichever is nearer."""
     fetch = 8 * k
     while True:
         scores, positions = index.search(vector[None, :], fetch)
         found: dict[str, float] = {}
+        asked: dict[str, float] = {}
         bank = 0.0
         for score, pos in zip(scores[0], positions[0], strict=True):
             entry = index.entries[int(pos)] if pos >= 0 else None
@@ -67,12 +69,15 @@ def retrieve(session: Session, index: LoadedIndex, vector: np.ndarray, k: int) -
                 continue
             if entry.passage_id is None:
                 bank = max(bank, float(score))
+            elif entry.kind == ASK:
+                asked[entry.passage_id] = max(asked.get(entry.passage_id, 0.0), float(score))
             elif entry.passage_id not in found:
                 found[entry.passage_id] = float(score)
-        live = select(Passage).where(Passage.id.in_(found), Passage.status == ACTIVE)
+        ids = set(found) | set(asked)
+        live = select(Passage).where(Passage.id.in_(ids), Passage.status == ACTIVE)
         rows = {p.id: p for p in session.scalars(live)}
-        hits = sorted((PassageHit(rows[pid], s) for pid, s in found.items() if pid in rows),
-                      key=lambda h: (-h.score, h.passage.id))
+        near = {pid: max(found.get(pid, 0.0), asked.get(pid, 0.0)) for pid in ids if pid in rows}
+        hits = sorted((PassageHit(rows[pid], s) for pid, s in near.items()), key=lambda h: (-h.score, h.passage.id))
         best: dict[tuple[str, tuple[str, ...]], PassageHit] = {}
         for hit in hits:
             best.setdefault((hit.passage.note, tuple(hit.passage.heading_path)), hit)

@@ -142,8 +142,9 @@ class Runtime:
         """Bring the schema up to date."""
         upgrade(self.engine)
 
-    def load(self) -> None:
-        """Load the encoder and the live index; record what is wrong instead of raising."""
+    def load(self, *, ask_head: bool = True) -> None:
+        """Load the encoder and the live index; record what is wrong instead of raising. Without
+        `ask_head` the ask relevance head is not checked (`tutor models fit-ask` refits it)."""
         with self._lock:
             stage = "database schema"
             try:
@@ -159,7 +160,8 @@ class Runtime:
                 stage = "grading decision"
                 load_decision()
                 stage = "ask relevance head"
-                default_relevance()
+                if ask_head:
+                    default_relevance()
                 stage = "index"  # its files are checked against the hashes in its manifest
                 version = self._live_version()
                 if version is None:

@@ -14,7 +14,8 @@ from sqlalchemy import select
 from app.config import Settings
 from app.db import make_engine, make_sessionmaker, transaction
 from app.models import ACTIVE, RETIRED, BankState, Passage, Question, QuestionPassage
-from ingest.index import PASSAGE, load_index
+from ingest.identity import text_hash
+from ingest.index import ASK, PASSAGE, load_index
 from ingest.notes import parse_note
 from ingest.parsers import parse_document
 from tests.conftest import ROOT, Tutor, ingest_with
@@ -38,6 +39,11 @@ references:
 explains:
   - {file: 003_28df717c268ee6dd.txt, number: 5, section: "Splitting the data"}
   - {file: 000_78b4b506bc754b1f.txt, number: 3, section: "Gradients"}
+asks:
+  - section: "Padding"
+    questions: ["what if the dataset does not divide evenly across ranks?"]
+  - section: "Splitting the data"
+    questions: ["how does each gpu get different samples?", "why call set_epoch"]
 ---
 
 Intro before any heading [li2020].
@@ -116,12 +122,12 @@ def test_a_note_splits_into_passages_at_headings_then_paragraphs(tmp_path: Path)
     assert result.title == "Sampling"
     got = [(p.heading_path, p.line_start, p.line_end) for p in result.passages]
     assert got == [
-        ([], 19, 19),
-        (["Splitting the data"], 23, 24),
-        (["Splitting the data"], 26, 26),
-        (["Splitting the data", "Padding"], 30, 30),
-        (["Splitting the data", "Padding"], 32, 36),  # the fenced block stays whole, blank line included
-        (["Gradients"], 40, 40),
+        ([], 24, 24),
+        (["Splitting the data"], 28, 29),
+        (["Splitting the data"], 31, 31),
+        (["Splitting the data", "Padding"], 35, 35),
+        (["Splitting the data", "Padding"], 37, 41),  # the fenced block stays whole, blank line included
+        (["Gradients"], 45, 45),
     ]
     lines = NOTE.splitlines()
     for p in result.passages:  # line spans are the file's lines
@@ -140,6 +146,11 @@ def test_a_note_splits_into_passages_at_headings_then_paragraphs(tmp_path: Path)
     ]
     assert all(p.note == "sampling.md" and p.title == "Sampling" for p in result.passages)
     assert len({p.id for p in result.passages}) == len(result.passages)
+    # a section's authored questions are kept on its first passage
+    assert [p.asks for p in result.passages] == [
+        [], ["how does each gpu get different samples?", "why call set_epoch"], [],
+        ["what if the dataset does not divide evenly across ranks?"], [], []
+    ]
 
 
 def test_passage_ids_are_stable_and_independent_of_position(tmp_path: Path) -> None:
@@ -162,7 +173,25 @@ MALFORMED = [
         16,
         "explains section 'Gradient buckets' is not a heading of this note",
     ),
-    ("unknown citation", lambda t: t.replace("in buckets [li2020]", "in buckets [li2021]"), 40, "cites [li2021]"),
+    ("unknown citation", lambda t: t.replace("in buckets [li2020]", "in buckets [li2021]"), 45, "cites [li2021]"),
+    (
+        "asks for an unknown section",
+        lambda t: t.replace('section: "Padding"', 'section: "Padded"'),
+        18,
+        "asks section 'Padded' is not a heading of this note",
+    ),
+    (
+        "asks without questions",
+        lambda t: t.replace('questions: ["what if the dataset does not divide evenly across ranks?"]', "questions: []"),
+        18,
+        "asks entry needs section and a list of questions",
+    ),
+    (
+        "asks with a paragraph for a question",
+        lambda t: t.replace("why call set_epoch", "why " * 100),
+        20,
+        "question over 300 characters",
+    ),
     (
         "reference without authors",
         lambda t: t.replace("    organisation: PyTorch contributors\n", ""),
@@ -251,6 +280,16 @@ def test_the_real_notes_are_well_formed_and_explain_every_bank_question() -> Non
     assert all(n >= 1 for n in explained.values())
 
 
+def test_every_section_of_the_real_notes_has_authored_questions() -> None:
+    """Each section with text of each note lists at least two questions a learner would ask of it."""
+    for path in sorted(NOTES.glob("*.md")):
+        result = parse_note(path)
+        sections = {p.heading_path[-1] for p in result.passages if p.heading_path}
+        asked = {a.section: a.questions for a in result.asks}
+        assert set(asked) == sections, (path.name, sections ^ set(asked))
+        assert all(len(q) >= 2 for q in asked.values()), path.name
+
+
 # --- ingestion ------------------------------------------------------------------------------------
 
 
@@ -287,7 +326,11 @@ def test_notes_are_stored_indexed_and_linked_beside_the_bank(settings: Settings,
     entries = [e for e in index.entries if e.kind == PASSAGE]
     assert {e.passage_id for e in entries} == set(passages)
     assert all(e.question_id is None for e in entries)
-    assert len({e.question_id for e in index.entries if e.kind != PASSAGE}) == 42
+    assert len({e.question_id for e in index.entries if e.kind not in (PASSAGE, ASK)}) == 42
+    # every authored question is an entry of the passage that holds it
+    asks = sorted((e.passage_id, e.text_hash) for e in index.entries if e.kind == ASK)
+    assert asks and all(e.question_id is None for e in index.entries if e.kind == ASK)
+    assert asks == sorted((p.id, text_hash(q)) for p in passages.values() for q in p.asks)
     manifest = json.loads((settings.index_path / f"v-{state.value[:16]}" / "manifest.json").read_text())
     assert manifest["count"] == len(index.entries)
 
