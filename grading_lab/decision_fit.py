@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +22,10 @@ import numpy as np
 from app.grading import Graders, Rubric, plan_many, prepare_many
 from app.grading.decision import DECISION_PATH, VERDICTS, Decision
 from app.grading.grader import Judged, decide, decision_input, vetoed
-from app.grading.pairjudge import default_judge
+from app.grading.pairjudge import PairJudge, default_judge
 from app.grading.rubric import attach_neighbours
 from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_items
+from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, DECISION_ANSWERS, crossfit_fold
 from grading_lab.logreg import fit_softmax, macro_f1, standardiser
 from ingest.embedder import Encoder
 
@@ -42,11 +45,15 @@ class Dataset:
     fixed: list[tuple[str, str, str]]  # (label, verdict, kind) of answers the checks settle alone
     cases: list[tuple[Rubric, str, Judged]]  # what `decide` needs of each row
     learn: np.ndarray  # rows the decision weighs (the rest a sure check or a labelled example settles)
+    sources: list[str]  # the file of each row
+    fixed_sources: list[str]  # the file of each answer in `fixed`
 
 
-def dataset(path: Path, encoder: Encoder, graders: Graders | None = None) -> Dataset:
-    """Every labelled answer of a file, as the decision sees it."""
+def dataset(path: Path, encoder: Encoder, graders: Graders | None = None,
+            keep: Callable[[dict[str, Any]], bool] | None = None) -> Dataset:
+    """Every labelled answer of a file (those `keep` accepts, if given), as the decision sees it."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [r for r in rows if keep is None or keep(r)]
     items = bank_items()
     memo = MemoEncoder(encoder)
     keys = sorted(items)
@@ -63,7 +70,17 @@ def dataset(path: Path, encoder: Encoder, graders: Graders | None = None) -> Dat
     fixed = [(r["label"], p.result.verdict, r.get("kind", "?")) for r, p in zip(rows, plan.pendings, strict=True)
              if p.result is not None]
     return Dataset(x, y, [f"{rows[i]['file']}#{rows[i]['number']}" for i in todo],
-                   [rows[i].get("kind", "?") for i in todo], fixed, cases, learn)
+                   [rows[i].get("kind", "?") for i in todo], fixed, cases, learn,
+                   [path.name] * len(todo), [path.name] * len(fixed))
+
+
+def concat(parts: list[Dataset]) -> Dataset:
+    """Several files' rows as one dataset (folds still group every file's answers by question)."""
+    return Dataset(np.concatenate([d.x for d in parts]), np.concatenate([d.y for d in parts]),
+                   [g for d in parts for g in d.groups], [k for d in parts for k in d.kinds],
+                   [f for d in parts for f in d.fixed], [c for d in parts for c in d.cases],
+                   np.concatenate([d.learn for d in parts]), [s for d in parts for s in d.sources],
+                   [s for d in parts for s in d.fixed_sources])
 
 
 def fit(x: np.ndarray, y: np.ndarray, version: str, l2: float = L2) -> Decision:
@@ -82,7 +99,8 @@ def _folds(groups: list[str], folds: int, seed: int) -> np.ndarray:
 
 
 def crossval(data: Dataset, folds: int = FOLDS, seed: int = SEED, l2: float = L2) -> dict[str, Any]:
-    """Macro-F1 (3-way and correct-vs-not) and accuracy per kind, folds grouped by question."""
+    """Macro-F1 (3-way and correct-vs-not) and accuracy per kind, folds grouped by question: over
+    every row, and over each file's rows apart (`by_file`) when there are several."""
     fold = _folds(data.groups, folds, seed)
     pred = [""] * len(data.y)
     for k in range(folds):
@@ -91,7 +109,17 @@ def crossval(data: Dataset, folds: int = FOLDS, seed: int = SEED, l2: float = L2
         for i in np.where(fold == k)[0]:
             rubric, text, (ev, on_refs, on_wrongs) = data.cases[i]
             pred[i] = decide(rubric, text, ev, on_refs, on_wrongs, decision).verdict
-    return report([VERDICTS[i] for i in data.y], pred, data.kinds, data.fixed)
+    truth = [VERDICTS[i] for i in data.y]
+    out = report(truth, pred, data.kinds, data.fixed)
+    names = sorted(set(data.sources) | set(data.fixed_sources))
+    if len(names) > 1:
+        out["by_file"] = {}
+        for name in names:
+            rows = [i for i, s in enumerate(data.sources) if s == name]
+            fixed = [f for f, s in zip(data.fixed, data.fixed_sources, strict=True) if s == name]
+            out["by_file"][name] = report([truth[i] for i in rows], [pred[i] for i in rows],
+                                          [data.kinds[i] for i in rows], fixed)
+    return out
 
 
 def report(truth: list[str], pred: list[str], kinds: list[str], fixed: list[tuple[str, str, str]]) -> dict[str, Any]:
@@ -111,20 +139,57 @@ def report(truth: list[str], pred: list[str], kinds: list[str], fixed: list[tupl
     }
 
 
+DEFAULT_FILES = (DATA_DIR / "eval" / "dev.jsonl", *DECISION_ANSWERS)
+
+
+def labelled(files: list[Path], encoder: Encoder) -> Dataset:
+    """The files' answers as the decision sees them. The shipped judge never trained on the dev set,
+    but it did on the decision's written answers (DECISION_ANSWERS): those are read by the
+    cross-fitted judges (`tutor models train-judge --crossfit`), each on the fold of questions whose
+    answers it was trained without, so that every row shows the judge as it reads an unseen answer."""
+    trained_on = {p.name for p in DECISION_ANSWERS} if default_judge().manifest["recipe"].get(
+        "decision_answers") else set()
+    parts = []
+    for path in files:
+        if path.name not in trained_on:
+            parts.append(dataset(path, encoder))
+            continue
+        for k in range(CROSSFIT_FOLDS):
+            folder = CROSSFIT_DIR / f"fold-{k}"
+            if not folder.is_dir():
+                raise SystemExit(f"no cross-fitted judge in {folder} (run `tutor models train-judge --crossfit`)")
+            judge = PairJudge(folder)
+            if _made_as(judge) != _made_as(default_judge()) or judge.manifest["recipe"].get("crossfit") != k:
+                raise SystemExit(f"the cross-fitted judge in {folder} was not made like the shipped judge "
+                                 "(run `tutor models train-judge --crossfit`)")
+            parts.append(dataset(path, encoder, Graders(judge=judge), keep=partial(_in_fold, k)))
+    return concat(parts)
+
+
+def _made_as(judge: PairJudge) -> tuple[Any, Any]:
+    """A judge's training data and recipe, less what cross-fitting changes."""
+    recipe = {k: v for k, v in judge.manifest["recipe"].items() if k != "crossfit"}
+    return judge.manifest["data"], recipe
+
+
+def _in_fold(fold: int, row: dict[str, Any]) -> bool:
+    return crossfit_fold(row["file"], int(row["number"])) == fold
+
+
 def main() -> None:
-    """Cross-validated figures on the dev set, then the decision fitted on all of it, written to decision.json."""
+    """Cross-validated figures on the labelled files (by default the dev set and the decision's own
+    training answers), then with --write the decision fitted on all of them, written to decision.json."""
     from ingest.embedder import SentenceTransformerEncoder
 
-    files = [a for a in sys.argv[1:] if not a.startswith("--")]
-    path = Path(files[0]) if files else DATA_DIR / "eval" / "dev.jsonl"
-    data = dataset(path, SentenceTransformerEncoder())
+    files = [Path(a) for a in sys.argv[1:] if not a.startswith("--")] or list(DEFAULT_FILES)
+    data = labelled(files, SentenceTransformerEncoder())
     figures = crossval(data)
     print(json.dumps({"grouped_cv": figures}, indent=2))
     if "--write" in sys.argv:
-        version = f"grader-2.0+{default_judge().version}"
+        version = f"grader-2.1+{default_judge().version}"
+        fitted_on = [str(p.resolve().relative_to(DATA_DIR.parent.resolve())) for p in files]
         DECISION_PATH.write_text(json.dumps({**fit(data.x[data.learn], data.y[data.learn], version).to_dict(),
-                                             "fitted_on": str(path.relative_to(DATA_DIR.parent)),
-                                             "grouped_cv": figures},
+                                             "fitted_on": fitted_on, "grouped_cv": figures},
                                             indent=2) + "\n", encoding="utf-8")
         print(f"wrote {DECISION_PATH}")
 

@@ -38,8 +38,14 @@ from grading_lab.evaluation import bank_items
 from ingest.embedder import resolve_model_path
 from ingest.identity import file_sha256
 
-RECIPE_VERSION = "pair-judge-2"
+RECIPE_VERSION = "pair-judge-3"
 BANK_ANSWERS = DATA_DIR / "train" / "bank_answers.jsonl"
+# Written answers that also train the grader's decision (grading_lab/decision_fit.py). The decision
+# must see the judge's reading of an answer the judge was not trained on, so these are cross-fitted:
+# CROSSFIT_FOLDS judges, each trained without one fold of questions' answers, read that fold.
+DECISION_ANSWERS = tuple(sorted((DATA_DIR / "train").glob("decision_answers_*.jsonl")))
+CROSSFIT_FOLDS = 2
+CROSSFIT_DIR = DATA_DIR / "cache" / "judge-crossfit"  # the fold judges (not shipped; rebuilt on demand)
 
 
 @dataclass(frozen=True)
@@ -62,14 +68,26 @@ class Recipe:
     version: str = RECIPE_VERSION
     # For a grouped held-out figure: leave out this fold (of HOLDOUT_FOLDS, by question) of the ASAG pairs.
     holdout: int | None = None
+    # Train on the decision's written answers too (DECISION_ANSWERS), less this fold of questions
+    # (of CROSSFIT_FOLDS) when it is set.
+    decision_answers: bool = True
+    crossfit: int | None = None
+    # Keep only the base model's first `layers` transformer layers (None: all of them): a shallower
+    # judge costs proportionally less per graded answer.
+    layers: int | None = None
 
 
 HOLDOUT_FOLDS = 5
 
 
-def holdout_fold(group: str, seed: int) -> int:
-    """The fold of an ASAG question (stable across runs: a hash of its id and the seed)."""
-    return int(hashlib.sha256(f"{seed}:{group}".encode()).hexdigest(), 16) % HOLDOUT_FOLDS
+def holdout_fold(group: str, seed: int, folds: int = HOLDOUT_FOLDS) -> int:
+    """The fold of a question (stable across runs: a hash of its id and the seed)."""
+    return int(hashlib.sha256(f"{seed}:{group}".encode()).hexdigest(), 16) % folds
+
+
+def crossfit_fold(file: str, number: int, seed: int = Recipe.seed) -> int:
+    """The cross-fitting fold of a bank question."""
+    return holdout_fold(f"{file}#{number}", seed, CROSSFIT_FOLDS)
 
 
 def _asag_label(row: dict[str, Any]) -> str:
@@ -97,20 +115,25 @@ def data_hashes(recipe: Recipe) -> dict[str, str]:
     files = [
         *(ASAG_DIR / f"{n}_train.jsonl" for n in recipe.asag),
         BANK_ANSWERS,
+        *(DECISION_ANSWERS if recipe.decision_answers else ()),
         *sorted((DATA_DIR / "raw").glob("*.txt")),
         DATA_DIR / "annotations.yaml",
     ]
     return {str(f.relative_to(PROJECT_ROOT)): file_sha256(f) for f in files}
 
 
-def answer_pairs(items: dict[tuple[str, int], GradingItem], path: Path = BANK_ANSWERS) -> list[Pair]:
+def answer_pairs(items: dict[tuple[str, int], GradingItem], path: Path = BANK_ANSWERS,
+                 skip_fold: int | None = None, seed: int = Recipe.seed) -> list[Pair]:
     """Written training answers to the bank's questions (data/train/README.md), each paired with the
-    question's last accepted answer: an author's accurate wording where the seed's is loose."""
+    question's last accepted answer: an author's accurate wording where the seed's is loose. With
+    `skip_fold`, the answers to that cross-fitting fold's questions are left out."""
     pairs = []
     for line in path.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
         row = json.loads(line)
+        if skip_fold is not None and crossfit_fold(row["file"], int(row["number"]), seed) == skip_fold:
+            continue
         item = items[(row["file"], int(row["number"]))]
         pairs.append(Pair(item.question, item.reference_answers[-1], row["answer"], row["label"],
                           f"written:{row['kind']}", item.key or item.question))
@@ -124,7 +147,11 @@ def training_pairs(recipe: Recipe) -> list[Pair]:
     bank = bank_pairs([items[k] for k in sorted(items)], seed=recipe.seed)
     public = [p for p in asag_pairs(recipe.asag)
               if recipe.holdout is None or holdout_fold(p.group, recipe.seed) != recipe.holdout]
-    return public + bank * recipe.bank_repeat + answer_pairs(items) * recipe.answers_repeat
+    written = answer_pairs(items)
+    if recipe.decision_answers:
+        for path in DECISION_ANSWERS:
+            written += answer_pairs(items, path, recipe.crossfit, recipe.seed)
+    return public + bank * recipe.bank_repeat + written * recipe.answers_repeat
 
 
 def heldout_figures(judge: PairJudge, recipe: Recipe) -> dict[str, Any]:
@@ -144,6 +171,29 @@ def heldout_figures(judge: PairJudge, recipe: Recipe) -> dict[str, Any]:
         if name == "beetle":
             out[name]["macro_f1_3"] = round(macro_f1(truth, pred, list(JUDGE_LABELS)), 4)
     return out
+
+
+def dev_figures(judge: PairJudge) -> dict[str, Any]:
+    """The judge alone (argmax of its three probabilities, against the question's last accepted answer)
+    on the dev set, which no judge is trained on: macro-F1 3-way and correct-vs-not, and accuracy per kind."""
+    from grading_lab.logreg import macro_f1
+
+    items = bank_items()
+    rows = [json.loads(line) for line in (DATA_DIR / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    triples = []
+    for row in rows:
+        item = items[(row["file"], int(row["number"]))]
+        triples.append((item.question, item.reference_answers[-1], row["answer"]))
+    pred = [JUDGE_LABELS[i] for i in judge.probabilities(triples).argmax(axis=1)]
+    truth = [row["label"] for row in rows]
+    two = lambda labels: ["correct" if v == "correct" else "not" for v in labels]  # noqa: E731
+    kinds: dict[str, list[bool]] = {}
+    for row, p in zip(rows, pred, strict=True):
+        kinds.setdefault(row.get("kind", "?"), []).append(p == row["label"])
+    return {"answers": len(rows), "macro_f1_3": round(macro_f1(truth, pred, list(JUDGE_LABELS)), 4),
+            "macro_f1_2": round(macro_f1(two(truth), two(pred), ["correct", "not"]), 4),
+            "per_kind": {k: round(float(np.mean(v)), 3) for k, v in sorted(kinds.items())}}
 
 
 def _batches(pairs: list[Pair], size: int, rng: random.Random) -> list[list[Pair]]:
@@ -177,6 +227,10 @@ def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print
     tokenizer = AutoTokenizer.from_pretrained(str(base))
     model = AutoModelForSequenceClassification.from_pretrained(
         str(base), num_labels=len(JUDGE_LABELS), attn_implementation="eager")
+    if recipe.layers is not None:
+        encoder = model.base_model.encoder
+        encoder.layer = encoder.layer[: recipe.layers]
+        model.config.num_hidden_layers = recipe.layers
     counts = Counter(p.label for p in pairs)
     weights = torch.tensor([len(pairs) / (len(JUDGE_LABELS) * counts[label]) for label in JUDGE_LABELS])
     loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
@@ -289,6 +343,7 @@ def train_judge(target_dir: Path = JUDGE_DIR, recipe: Recipe | None = None, log:
         (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         check = rng_sample(pairs, 256, recipe.seed)
         manifest["int8_vs_pytorch"] = agreement(model_dir, PairJudge(stage), check)
+        manifest["dev_alone"] = dev_figures(PairJudge(stage))
         if recipe.holdout is not None:
             manifest["asag_heldout"] = {"fold": recipe.holdout, "of": HOLDOUT_FOLDS,
                                         **heldout_figures(PairJudge(stage), recipe)}

@@ -297,12 +297,21 @@ def models_train_judge(
         help="leave out this fold (0-4, by question) of the ASAG pairs and report the judge on it")] = None,
     out: Annotated[Path | None, typer.Option(help="where to write the judge (default: models/judge/)")] = None,
     measure: Annotated[bool, typer.Option(help="first train without ASAG fold 0 and report on it")] = True,
+    crossfit: Annotated[bool, typer.Option(
+        help="instead, train the cross-fitted judges that the decision's fit reads its own answers with")] = False,
 ) -> None:
     """Rebuild the grader's pair judge from data in the repository, with a fixed seed."""
     from dataclasses import replace
 
-    from grading_lab.judge_train import JUDGE_DIR, Recipe, train_judge
+    from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, JUDGE_DIR, Recipe, train_judge
 
+    if crossfit:
+        for fold in range(CROSSFIT_FOLDS):
+            target = CROSSFIT_DIR / f"fold-{fold}"
+            train_judge(target, replace(Recipe(), crossfit=fold), log=err.print, measure=False)
+            typer.echo(f"cross-fitted judge {fold} written to {target}")
+        typer.echo("now fit the decision: python -m grading_lab.decision_fit --write")
+        return
     recipe = replace(Recipe(), holdout=holdout)
     if epochs is not None:
         recipe = replace(recipe, epochs=epochs)
@@ -329,7 +338,7 @@ def models_fit_ask(
     from grading_lab.ask_fit import TUNING_SET, fit_and_report
 
     runtime = _runtime()
-    runtime.load()
+    runtime.load(ask_head=False)
     if runtime.problem:
         err.print(f"[red]{runtime.problem}[/]")
         raise typer.Exit(1)

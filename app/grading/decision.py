@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from app.grading.scoring import FEATURES as SIMILARITY_FEATURES
+
 VERDICTS = ("correct", "partial", "incorrect")
 DECISION_PATH = Path(__file__).with_name("decision.json")
 
@@ -38,6 +40,13 @@ FEATURES = (
     "one_side",  # a two-sided answer about only one side
     "unsupported",  # no word of an accepted answer, and not close to one
     "other_margin",  # how much nearer another bank question's accepted answer is than this one's
+    "other_question",  # the check's flag: that margin is large and the other answer close (0 or 1)
+    # The similarity evidence itself, not only the general model's logits: the general model was
+    # fitted on other data, the decision weighs its inputs for this bank.
+    *SIMILARITY_FEATURES,  # cosine and word coverage of the nearest accepted answer, key ideas, ...
+    "sim_example",  # cosine to the nearest labelled example (0 without any)
+    "sim_explanation",  # cosine to the question's explanation
+    "on_topic",  # share of the answer's words found in the question's vocabulary
 )
 FLAG_FEATURES = FEATURES[6:13]
 FLAG_OF = {"negation": "negation_mismatch"}  # the checks' own name, where it differs
@@ -83,9 +92,11 @@ def load_decision(path: Path = DECISION_PATH) -> Decision:
 
 
 def feature_vector(z_correct: float, z_partial: float, judge_ref: np.ndarray, judge_wrong: float,
-                   flags: set[str], one_side: bool, unsupported: bool, other_margin: float) -> np.ndarray:
-    """The decision's input for one answer."""
+                   flags: set[str], one_side: bool, unsupported: bool, other_margin: float,
+                   similarity: np.ndarray, sim_example: float, sim_explanation: float, on_topic: float) -> np.ndarray:
+    """The decision's input for one answer (`similarity`: the general model's input features)."""
     logs = [math.log(max(float(p), 1e-6)) for p in judge_ref]
     flag_bits = [1.0 if FLAG_OF.get(name, name) in flags else 0.0 for name in FLAG_FEATURES]
     return np.array([z_correct, z_partial, *logs, judge_wrong, *flag_bits, float(one_side), float(unsupported),
-                     max(-0.5, other_margin)], dtype=np.float64)
+                     max(-0.5, other_margin), 1.0 if "other_question" in flags else 0.0,
+                     *(float(v) for v in similarity), sim_example, sim_explanation, on_topic], dtype=np.float64)

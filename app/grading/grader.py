@@ -95,11 +95,22 @@ def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralMo
     return GradeResult(**judge(rubric, pending.text, vec, pending.flags, model))
 
 
-MISCONCEPTION_FLOOR = 0.5  # the judge's P(correct) against a wrong option that names it
+# A swap of two roles or a negation that the checks find is incorrect unless the pair judge reads the
+# answer as right (P(correct) >= this): the labelling rules make both always incorrect, and the
+# judge alone reads some of them as partial (grouped CV in grading_lab/decision_fit.py: neutral
+# overall, 45 of the 50 training answers it settles are incorrect).
+REVERSAL_FLAGS = ("roles_swapped", "negation_mismatch")
+REVERSAL_JUDGE_RIGHT = 0.5
+MISCONCEPTION_FLOOR = 0.5  # the judge's P(correct) + P(partial) against a wrong option that names it
 # Checks that are cheap and sure: an answer they flag is incorrect whatever the decision weighs
 # (a bare list of terms; an evasion or the question restated; nothing in common with the question's
-# material; much nearer another bank question's accepted answer than this one's).
-SURE_FLAGS = frozenset({"keyword_list", "evasive", "off_topic", "other_question"})
+# material).
+SURE_FLAGS = frozenset({"keyword_list", "evasive", "off_topic"})
+# An answer flagged as answering another bank question is settled as incorrect only when it is at
+# least this much nearer (cosine) to that question's accepted answer than to this one's. A smaller
+# margin is one input of the decision: vague and partial answers, and right answers in other words,
+# often sit a little nearer a neighbouring question's answer (grouped CV in grading_lab/decision_fit.py).
+OTHER_SURE_MARGIN = 0.4
 
 Judged = tuple[Evidence, np.ndarray, np.ndarray]  # evidence; judge on accepted answers; on wrong options
 
@@ -139,18 +150,24 @@ def _judged(rubrics: list[Rubric], texts: list[str], evs: list[Evidence],
 
 def vetoed(ev: Evidence) -> bool:
     """Whether a sure check settles the answer as incorrect, whatever the decision weighs."""
-    return ev.adopted is None and any(f in SURE_FLAGS for f in ev.flags)
+    if ev.adopted is not None:
+        return False
+    return any(f in SURE_FLAGS for f in ev.flags) or (
+        "other_question" in ev.flags and ev.other_margin >= OTHER_SURE_MARGIN)
 
 
 def _on_wrong(on_wrongs: np.ndarray) -> float:
-    """The judge's P(correct) against the nominated wrong option (0 without one)."""
-    return float(on_wrongs[0, 0]) if len(on_wrongs) else 0.0
+    """How surely the judge reads the answer as stating (at least part of) the nominated wrong option's
+    claim: its P(correct) + P(partial) against that option (0 without one)."""
+    return float(on_wrongs[0, 0] + on_wrongs[0, 1]) if len(on_wrongs) else 0.0
 
 
 def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> np.ndarray:
     """The learned decision's features for one answer (grading_lab/decision_fit.py fits on these)."""
+    sig = ev.sig
     return feature_vector(ev.z_correct, ev.z_partial, on_refs[0], _on_wrong(on_wrongs), set(ev.flags), ev.one_side,
-                          ev.unsupported, ev.other_margin)
+                          ev.unsupported, ev.other_margin, sig.ref.features, max(sig.example_sims, default=0.0),
+                          sig.sim_explanation, sig.on_topic)
 
 
 def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray,
@@ -164,14 +181,18 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     if verdict == "partial" and ev.unsupported:  # partial credit needs something to rest on
         verdict, sure = "incorrect", True
         flags.append("off_topic")
+    if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
+            and any(f in flags for f in REVERSAL_FLAGS)):
+        verdict, sure = "incorrect", True
     p_c, p_p = float(probs[0]), float(probs[1])
     # A misconception is named only when the judge reads the answer as that wrong option's claim
     # (P >= MISCONCEPTION_FLOOR), and more surely than as the accepted answer's; the similarity
-    # evidence alone only nominates it.
+    # evidence alone only nominates it. An answer that states a wrong option's claim is incorrect,
+    # however much of the accepted answer's subject it shares.
     wrong = None
     if (verdict != "correct" and ev.wrong is not None and judge_wrong >= MISCONCEPTION_FLOOR
-            and judge_wrong > float(judge_ref[0])):
-        wrong = ev.wrong
+            and judge_wrong > float(judge_ref[0] + judge_ref[1])):
+        wrong, verdict, sure = ev.wrong, "incorrect", True
     flags = [f for f in flags if f != "misconception"] + (["misconception"] if wrong else [])
     confidence = float(probs[VERDICTS.index(verdict)]) if ev.adopted is None else 0.95
     if sure:  # a sure check's verdict, scored as the checks before the encode score theirs

@@ -1,0 +1,91 @@
+"""The pair judge's cost per graded answer, beside one int8 encode of the answer, measured in turns.
+
+`python bench/bench_judge.py [JUDGE_DIR ...]` (default: the shipped models/judge/). For each judge
+folder: the p50 of one judge pass as grading makes it (the question, the accepted answer it is
+compared with, the learner's answer; one answer per call) over the dev set's answers, and that p50
+divided by the p50 of one lone int8 encode of the same answers, measured in the same rounds. The
+judge folders are measured in turns too, so their ratio to each other holds on a noisy machine.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+from bench_encoder import served_onnx
+
+from app.config import DATA_DIR, JUDGE_DIR
+from app.grading.pairjudge import PairJudge
+from grading_lab.evaluation import bank_items
+
+T = TypeVar("T")
+ROUNDS = 5
+PER_ROUND = 120
+
+
+def _triples() -> list[tuple[str, str, str]]:
+    """(question, last accepted answer, answer) of the dev set's answers, in file order."""
+    items = bank_items()
+    rows = [json.loads(line) for line in (DATA_DIR / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    out = []
+    for row in rows:
+        item = items[(row["file"], int(row["number"]))]
+        out.append((item.question, item.reference_answers[-1], row["answer"]))
+    return out
+
+
+def _p50_ms(fn: Callable[[T], object], inputs: Sequence[T]) -> float:
+    samples = []
+    for x in inputs:
+        start = time.perf_counter()
+        fn(x)
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def _judge_one(judge: PairJudge, triple: tuple[str, str, str]) -> object:
+    return judge.probabilities([triple])
+
+
+def main() -> None:
+    """Print, per judge folder, its p50 per answer and its ratio to one encode (median of the rounds)."""
+    folders = [Path(a) for a in sys.argv[1:]] or [JUDGE_DIR]
+    judges = {str(f): PairJudge(f) for f in folders}
+    encoder, _, _ = served_onnx()
+    triples = _triples()
+    answers = [t[2] for t in triples]
+    for judge in judges.values():  # warm up
+        judge.probabilities(triples[:20])
+    encoder.encode_alone(answers[:20])
+    ratios: dict[str, list[float]] = {name: [] for name in judges}
+    p50s: dict[str, list[float]] = {name: [] for name in judges}
+    encodes: list[float] = []
+    for r in range(ROUNDS):
+        chunk = slice((r * PER_ROUND) % len(triples), (r * PER_ROUND) % len(triples) + PER_ROUND)
+        enc = _p50_ms(lambda a: encoder.encode_alone([a]), answers[chunk])
+        encodes.append(enc)
+        for name, judge in judges.items():
+            p50 = _p50_ms(partial(_judge_one, judge), triples[chunk])
+            p50s[name].append(p50)
+            ratios[name].append(p50 / enc)
+    print(f"one int8 encode of an answer: p50 {statistics.median(encodes):.2f} ms")
+    first = next(iter(judges))
+    for name, judge in judges.items():
+        layers = judge.manifest["recipe"].get("layers") or 6
+        line = (f"{name}: {layers} layers, judge pass p50 {statistics.median(p50s[name]):.2f} ms, "
+                f"{statistics.median(ratios[name]):.2f} x one encode")
+        if name != first:
+            rel = [a / b for a, b in zip(p50s[name], p50s[first], strict=True)]
+            line += f", {statistics.median(rel):.2f} x {first}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

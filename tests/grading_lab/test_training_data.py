@@ -1,0 +1,65 @@
+"""The grader's written training answers: well formed, about the bank's questions, and apart from the
+evaluation sets (no answer of an evaluation set is trained on word for word)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from app.config import DATA_DIR
+from grading_lab.judge_train import BANK_ANSWERS, CROSSFIT_FOLDS, DECISION_ANSWERS, crossfit_fold
+
+LABELS = {"correct", "partial", "incorrect"}
+EVAL_SETS = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "blind.jsonl")
+
+
+def _rows(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _norm(text: object) -> str:
+    return re.sub(r"\W+", " ", str(text).lower()).strip()
+
+
+def _bank_keys() -> set[tuple[str, int]]:
+    keys = set()
+    for path in sorted((DATA_DIR / "raw").glob("*.txt")):
+        for number in re.findall(r"(?m)^\s*(?:\*\*)?Question (\d+)", path.read_text(encoding="utf-8")):
+            keys.add((path.name, int(number)))
+    return keys
+
+
+def test_the_decision_answers_are_there() -> None:
+    assert len(DECISION_ANSWERS) == 3
+    assert sum(len(_rows(p)) for p in DECISION_ANSWERS) == 661
+
+
+@pytest.mark.parametrize("path", [BANK_ANSWERS, *DECISION_ANSWERS], ids=lambda p: p.name)
+def test_training_answers_are_well_formed(path: Path) -> None:
+    keys = _bank_keys()
+    assert len(keys) == 42
+    rows = _rows(path)
+    assert rows
+    for row in rows:
+        assert row["label"] in LABELS, row
+        assert (row["file"], row["number"]) in keys, row
+        assert str(row["answer"]).strip(), row
+    texts = Counter(_norm(r["answer"]) for r in rows)
+    assert texts.most_common(1)[0][1] == 1, texts.most_common(1)
+
+
+def test_no_evaluation_answer_is_trained_on() -> None:
+    evaluation = {_norm(r["answer"]) for path in EVAL_SETS for r in _rows(path)}
+    for path in (BANK_ANSWERS, *DECISION_ANSWERS):
+        leaked = [r["answer"] for r in _rows(path) if _norm(r["answer"]) in evaluation]
+        assert not leaked, (path.name, leaked[:3])
+
+
+def test_every_crossfit_fold_holds_questions() -> None:
+    folds = Counter(crossfit_fold(f, n) for f, n in _bank_keys())
+    assert sorted(folds) == list(range(CROSSFIT_FOLDS))
+    assert min(folds.values()) >= 10
