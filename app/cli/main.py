@@ -299,6 +299,8 @@ def models_train_judge(
     measure: Annotated[bool, typer.Option(help="first train without ASAG fold 0 and report on it")] = True,
     crossfit: Annotated[bool, typer.Option(
         help="instead, train the cross-fitted judges that the decision's fit reads its own answers with")] = False,
+    layers: Annotated[int | None, typer.Option(
+        help="keep only the base model's first N transformer layers (a cheaper judge, for comparison)")] = None,
 ) -> None:
     """Rebuild the grader's pair judge from data in the repository, with a fixed seed."""
     from dataclasses import replace
@@ -312,11 +314,11 @@ def models_train_judge(
             typer.echo(f"cross-fitted judge {fold} written to {target}")
         typer.echo("now fit the decision: python -m grading_lab.decision_fit --write")
         return
-    recipe = replace(Recipe(), holdout=holdout)
+    recipe = replace(Recipe(), holdout=holdout, layers=layers)
     if epochs is not None:
         recipe = replace(recipe, epochs=epochs)
-    if holdout is not None and out is None:
-        err.print("[red]a held-out run needs --out: the shipped judge is trained on every fold[/]")
+    if (holdout is not None or layers is not None) and out is None:
+        err.print("[red]a held-out or shallower run needs --out: it is not the shipped judge[/]")
         raise typer.Exit(2)
     target = out or JUDGE_DIR
     manifest = train_judge(target, recipe, log=err.print, measure=measure)
