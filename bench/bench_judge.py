@@ -9,7 +9,6 @@ judge folders are measured in turns too, so their ratio to each other holds on a
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -20,25 +19,13 @@ from typing import TypeVar
 
 from bench_encoder import served_onnx
 
-from app.config import DATA_DIR, JUDGE_DIR
+from app.config import JUDGE_DIR
 from app.grading.pairjudge import PairJudge
-from grading_lab.evaluation import bank_items
+from grading_lab.judge_train import dev_triples
 
 T = TypeVar("T")
 ROUNDS = 5
 PER_ROUND = 120
-
-
-def _triples() -> list[tuple[str, str, str]]:
-    """(question, last accepted answer, answer) of the dev set's answers, in file order."""
-    items = bank_items()
-    rows = [json.loads(line) for line in (DATA_DIR / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()]
-    out = []
-    for row in rows:
-        item = items[(row["file"], int(row["number"]))]
-        out.append((item.question, item.reference_answers[-1], row["answer"]))
-    return out
 
 
 def _p50_ms(fn: Callable[[T], object], inputs: Sequence[T]) -> float:
@@ -59,7 +46,7 @@ def main() -> None:
     folders = [Path(a) for a in sys.argv[1:]] or [JUDGE_DIR]
     judges = {str(f): PairJudge(f) for f in folders}
     encoder, _, _ = served_onnx()
-    triples = _triples()
+    _, triples = dev_triples()
     answers = [t[2] for t in triples]
     for judge in judges.values():  # warm up
         judge.probabilities(triples[:20])

@@ -173,11 +173,8 @@ def heldout_figures(judge: PairJudge, recipe: Recipe) -> dict[str, Any]:
     return out
 
 
-def dev_figures(judge: PairJudge) -> dict[str, Any]:
-    """The judge alone (argmax of its three probabilities, against the question's last accepted answer)
-    on the dev set, which no judge is trained on: macro-F1 3-way and correct-vs-not, and accuracy per kind."""
-    from grading_lab.logreg import macro_f1
-
+def dev_triples() -> tuple[list[dict[str, Any]], list[tuple[str, str, str]]]:
+    """The dev set's rows, and each as the judge reads it: (question, last accepted answer, answer)."""
     items = bank_items()
     rows = [json.loads(line) for line in (DATA_DIR / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
             if line.strip()]
@@ -185,6 +182,15 @@ def dev_figures(judge: PairJudge) -> dict[str, Any]:
     for row in rows:
         item = items[(row["file"], int(row["number"]))]
         triples.append((item.question, item.reference_answers[-1], row["answer"]))
+    return rows, triples
+
+
+def dev_figures(judge: PairJudge) -> dict[str, Any]:
+    """The judge alone (argmax of its three probabilities, against the question's last accepted answer)
+    on the dev set, which no judge is trained on: macro-F1 3-way and correct-vs-not, and accuracy per kind."""
+    from grading_lab.logreg import macro_f1
+
+    rows, triples = dev_triples()
     pred = [JUDGE_LABELS[i] for i in judge.probabilities(triples).argmax(axis=1)]
     truth = [row["label"] for row in rows]
     two = lambda labels: ["correct" if v == "correct" else "not" for v in labels]  # noqa: E731
