@@ -52,11 +52,16 @@ class Retrieval:
     bank: float
 
 
+def _section(p: Passage) -> tuple[str, tuple[str, ...]]:
+    return p.note, tuple(p.heading_path)
+
+
 def retrieve(session: Session, index: LoadedIndex, vector: np.ndarray, k: int) -> Retrieval:
     """The best passage of each of the k note sections nearest a query vector, and how near the nearest
     bank text is. One passage per section: three paragraphs of one section would cite one idea three
-    times, where three sections give the learner (and the relevance head) three views. A passage is
-    as near as its text or the nearest question authored for it (a note's `asks`), whichever is nearer."""
+    times, where three sections give the learner (and the relevance head) three views. A section is as
+    near as its nearest passage or the nearest question authored for it (a note's `asks`), whichever
+    is nearer, and cites its passage nearest by text."""
     fetch = 8 * k
     while True:
         scores, positions = index.search(vector[None, :], fetch)
@@ -76,13 +81,18 @@ def retrieve(session: Session, index: LoadedIndex, vector: np.ndarray, k: int) -
         ids = set(found) | set(asked)
         live = select(Passage).where(Passage.id.in_(ids), Passage.status == ACTIVE)
         rows = {p.id: p for p in session.scalars(live)}
-        near = {pid: max(found.get(pid, 0.0), asked.get(pid, 0.0)) for pid in ids if pid in rows}
-        hits = sorted((PassageHit(rows[pid], s) for pid, s in near.items()), key=lambda h: (-h.score, h.passage.id))
-        best: dict[tuple[str, tuple[str, ...]], PassageHit] = {}
-        for hit in hits:
-            best.setdefault((hit.passage.note, tuple(hit.passage.heading_path)), hit)
-        if len(best) >= k or fetch >= len(index.entries):
-            return Retrieval(list(best.values())[:k], bank)
+        # A section cites its passage nearest by text; a question authored for it only makes it nearer.
+        sections: dict[tuple[str, tuple[str, ...]], PassageHit] = {}
+        for pid, score in sorted(found.items(), key=lambda kv: (-kv[1], kv[0])):
+            if pid in rows:
+                sections.setdefault(_section(rows[pid]), PassageHit(rows[pid], score))
+        for pid, score in sorted(asked.items()):
+            if pid in rows:
+                hit = sections.get(_section(rows[pid]))
+                if hit is None or hit.score < score:
+                    sections[_section(rows[pid])] = PassageHit(hit.passage if hit else rows[pid], score)
+        if len(sections) >= k or fetch >= len(index.entries):
+            return Retrieval(sorted(sections.values(), key=lambda h: (-h.score, h.passage.id))[:k], bank)
         fetch *= 4
 
 
