@@ -111,3 +111,16 @@ def test_an_answer_to_another_question_is_told_which(graded: dict[tuple[str, int
     result = graded[(F003, 11, REPORTED[2][2])]
     assert result.verdict == "incorrect"
     assert "different question" in result.feedback, result.feedback
+
+
+@pytest.mark.xfail(reason="known weak spot (docs/GRADING.md): through the inline form, with no neighbouring questions "
+                          "or wrong options, the pair judge reads this negation in other words as right", strict=True)
+def test_a_negation_in_other_words_is_incorrect_through_the_inline_form() -> None:
+    from app.grading import GradingItem, grade, prepare
+
+    encoder = SentenceTransformerEncoder()
+    item = GradingItem(question="What does all-gather do?",
+                       reference_answers=["every rank ends up with every rank's chunk: the full tensor on all ranks"])
+    result = grade(prepare(item, encoder), "all-gather leaves each rank with only its own chunk; nobody gets the "
+                   "full tensor", encoder)
+    assert result.verdict == "incorrect", (result.verdict, result.feedback)
