@@ -324,13 +324,18 @@ def _references(data: dict[str, Any], node: Any, name: str, issues: list[ParseIs
     return refs
 
 
-def _explains(data: dict[str, Any], node: Any, name: str, issues: list[ParseIssue]) -> list[Explains]:
-    raw = data.get("explains") or []
+def _listed(data: dict[str, Any], node: Any, name: str, key: str, issues: list[ParseIssue]) -> list[tuple[Any, int]]:
+    """A front-matter list's items, each with its line (none, and an issue, when it is not a list)."""
+    raw = data.get(key) or []
     if not isinstance(raw, list):
-        issues.append(ParseIssue(name, _line_of(node, "explains"), "explains is not a list"))
+        issues.append(ParseIssue(name, _line_of(node, key), f"{key} is not a list"))
         return []
+    return list(zip(raw, _item_lines(node, key, len(raw)), strict=True))
+
+
+def _explains(data: dict[str, Any], node: Any, name: str, issues: list[ParseIssue]) -> list[Explains]:
     out = []
-    for item, line in zip(raw, _item_lines(node, "explains", len(raw)), strict=True):
+    for item, line in _listed(data, node, name, "explains", issues):
         file = _text(item.get("file")) if isinstance(item, dict) else None
         number = item.get("number") if isinstance(item, dict) else None
         section = _text(item.get("section")) if isinstance(item, dict) else None
@@ -344,12 +349,8 @@ def _explains(data: dict[str, Any], node: Any, name: str, issues: list[ParseIssu
 
 
 def _asks(data: dict[str, Any], node: Any, name: str, issues: list[ParseIssue]) -> list[Asks]:
-    raw = data.get("asks") or []
-    if not isinstance(raw, list):
-        issues.append(ParseIssue(name, _line_of(node, "asks"), "asks is not a list"))
-        return []
     out = []
-    for item, line in zip(raw, _item_lines(node, "asks", len(raw)), strict=True):
+    for item, line in _listed(data, node, name, "asks", issues):
         section = _text(item.get("section")) if isinstance(item, dict) else None
         questions = item.get("questions") if isinstance(item, dict) else None
         texts = [_text(q) for q in questions] if isinstance(questions, list) else []
