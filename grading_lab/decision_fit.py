@@ -49,16 +49,24 @@ class Dataset:
     fixed_sources: list[str]  # the file of each answer in `fixed`
 
 
+def bank_rubrics(encoder: Encoder) -> dict[tuple[str, int], Rubric]:
+    """The bank's rubrics by (seed file, question number), with their neighbours, as serving builds them."""
+    items = bank_items()
+    keys = sorted(items)
+    rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
+    attach_neighbours(list(rubrics.values()))
+    return rubrics
+
+
 def dataset(path: Path, encoder: Encoder, graders: Graders | None = None,
-            keep: Callable[[dict[str, Any]], bool] | None = None) -> Dataset:
-    """Every labelled answer of a file (those `keep` accepts, if given), as the decision sees it."""
+            keep: Callable[[dict[str, Any]], bool] | None = None,
+            rubrics: dict[tuple[str, int], Rubric] | None = None) -> Dataset:
+    """Every labelled answer of a file (those `keep` accepts, if given), as the decision sees it.
+    `rubrics`: the bank's (`bank_rubrics`), when the caller reads several files."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     rows = [r for r in rows if keep is None or keep(r)]
-    items = bank_items()
     memo = MemoEncoder(encoder)
-    keys = sorted(items)
-    rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], memo), strict=True))
-    attach_neighbours(list(rubrics.values()))
+    rubrics = rubrics if rubrics is not None else bank_rubrics(memo)
     plan = plan_many([rubrics[(r["file"], int(r["number"]))] for r in rows], [r["answer"] for r in rows])
     vecs = memo.encode(plan.texts) if plan.texts else np.zeros((0, encoder.dim), dtype=np.float32)
     judged = plan.evidence(vecs, graders)
@@ -149,10 +157,11 @@ def labelled(files: list[Path], encoder: Encoder) -> Dataset:
     answers it was trained without, so that every row shows the judge as it reads an unseen answer."""
     trained_on = {p.name for p in DECISION_ANSWERS} if default_judge().manifest["recipe"].get(
         "decision_answers") else set()
+    rubrics = bank_rubrics(encoder)  # built once for every file and fold
     parts = []
     for path in files:
         if path.name not in trained_on:
-            parts.append(dataset(path, encoder))
+            parts.append(dataset(path, encoder, rubrics=rubrics))
             continue
         for k in range(CROSSFIT_FOLDS):
             folder = CROSSFIT_DIR / f"fold-{k}"
@@ -162,7 +171,7 @@ def labelled(files: list[Path], encoder: Encoder) -> Dataset:
             if _made_as(judge) != _made_as(default_judge()) or judge.manifest["recipe"].get("crossfit") != k:
                 raise SystemExit(f"the cross-fitted judge in {folder} was not made like the shipped judge "
                                  "(run `tutor models train-judge --crossfit`)")
-            parts.append(dataset(path, encoder, Graders(judge=judge), keep=partial(_in_fold, k)))
+            parts.append(dataset(path, encoder, Graders(judge=judge), keep=partial(_in_fold, k), rubrics=rubrics))
     return concat(parts)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from app.config import DATA_DIR
+from grading_lab.evaluation import bank_items
 from grading_lab.judge_train import BANK_ANSWERS, CROSSFIT_FOLDS, DECISION_ANSWERS, crossfit_fold
 
 LABELS = {"correct", "partial", "incorrect"}
@@ -26,11 +27,7 @@ def _norm(text: object) -> str:
 
 
 def _bank_keys() -> set[tuple[str, int]]:
-    keys = set()
-    for path in sorted((DATA_DIR / "raw").glob("*.txt")):
-        for number in re.findall(r"(?m)^\s*(?:\*\*)?Question (\d+)", path.read_text(encoding="utf-8")):
-            keys.add((path.name, int(number)))
-    return keys
+    return set(bank_items())
 
 
 def test_the_decision_answers_are_there() -> None:
