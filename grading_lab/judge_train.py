@@ -219,14 +219,22 @@ def judge_texts(pairs: Sequence[Pair]) -> tuple[list[str], list[str]]:
 class TrainingRecipe(Protocol):
     """What fine-tuning reads from a recipe (the judge's Recipe; the ask reader's ReaderRecipe)."""
 
-    base_model: str
-    seed: int
-    epochs: int
-    batch_size: int
-    learning_rate: float
-    warmup: float
-    max_length: int
-    layers: int | None
+    @property
+    def base_model(self) -> str: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def epochs(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def learning_rate(self) -> float: ...
+    @property
+    def warmup(self) -> float: ...
+    @property
+    def max_length(self) -> int: ...
+    @property
+    def layers(self) -> int | None: ...
 
 
 Texts = Callable[[Sequence[Pair]], tuple[list[str], list[str]]]
