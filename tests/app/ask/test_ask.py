@@ -3,8 +3,10 @@ the same path behind /v1/ask, the chat and the Slack bot; the relevance head's p
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,6 +106,35 @@ def test_the_evaluation_sets_are_frozen() -> None:
     for path in ("data/eval/ask.jsonl", "data/train/ask_dev.jsonl"):
         items = load_items(ROOT / path)
         assert sum(not i["answerable"] for i in items) >= 40 and sum(i["answerable"] for i in items) >= 84
+
+
+NEAR_DUPLICATE = 0.75  # difflib's ratio from which two questions are one reworded
+
+
+def _norm(text: object) -> str:
+    return re.sub(r"\W+", " ", str(text).lower()).strip()
+
+
+def test_the_written_ask_questions_name_real_sections_and_no_held_out_question() -> None:
+    """data/train/ask_answerable.jsonl and ask_gaps.jsonl (data/train/README.md): well formed, every
+    section they name exists, and none of their questions stands in the frozen or the tuning set,
+    even reworded a little."""
+    headings: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "data" / "notes").glob("*.md")):
+        headings[path.name] = {h for p in parse_note(path).passages for h in p.heading_path}
+    answerable = load_items(ROOT / "data/train/ask_answerable.jsonl")
+    gaps = load_items(ROOT / "data/train/ask_gaps.jsonl")
+    assert len(answerable) >= 200 and all(i["answerable"] for i in answerable)
+    assert len(gaps) >= 200 and not any(i["answerable"] for i in gaps)
+    assert {i["kind"] for i in gaps} == {"on_domain_gap", "off_domain"}
+    for label in [s for i in answerable for s in i["sections"]] + [s for i in gaps for s in i["near"]]:
+        note, _, heading = label.partition("#")
+        assert heading in headings[note], label
+    held = [_norm(i["question"]) for path in ("data/eval/ask.jsonl", "data/train/ask_dev.jsonl")
+            for i in load_items(ROOT / path)]
+    leaked = [i["question"] for i in answerable + gaps
+              if difflib.get_close_matches(_norm(i["question"]), held, n=1, cutoff=NEAR_DUPLICATE)]
+    assert not leaked, leaked[:3]
 
 
 def test_a_set_line_without_its_label_is_refused(tmp_path: Path) -> None:
