@@ -73,11 +73,3 @@ def fit_softmax(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1.0) -> 
     theta = minimize(loss, np.zeros(classes * (d + 1)), jac=True, method="L-BFGS-B").x
     return theta[: classes * d].reshape(classes, d), theta[classes * d:]
 
-
-def auc(scores: np.ndarray, positive: np.ndarray) -> float:
-    """Area under the ROC curve: the chance a random positive scores above a random negative (ties half)."""
-    pos, neg = scores[positive], scores[~positive]
-    if not len(pos) or not len(neg):
-        return float("nan")
-    above = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
-    return float(above / (len(pos) * len(neg)))
