@@ -9,6 +9,10 @@ a correct answer is the only signal. As many right answers are made as wrong one
 hedged, verbose, the author's other accepted wordings), so that the judge does not learn that a
 short or misspelt answer is wrong.
 
+The same near misses are also made from the written right answers (`written_contrasts`): a negation
+or a swap of a reference teaches the judge that reference's words; one of a terse, typo'd or
+reworded right answer teaches it that the change, not the style, makes the answer wrong.
+
 Nothing here reads the dev or the blind set.
 """
 
@@ -218,3 +222,26 @@ def _pairs_for(item: GradingItem, items: Sequence[GradingItem], index: int, rng:
     # Labelled examples of the question (an author's, or an accepted appeal's), against its first answer.
     for answer, label in item.examples:
         yield pair(refs[0], answer, label, "example")
+
+
+def _clauses(text: str) -> set[str]:
+    return {c.strip().lower() for c in re.split(r"[;.,]|\band\b", text) if c.strip()}
+
+
+def written_contrasts(written: Sequence[Pair], seed: int = 13) -> list[Pair]:
+    """A negation and a swap of roles of each written right answer, labelled incorrect: the same
+    author's style with one change, so the change is the only signal. A swap that leaves the same
+    clauses ("DP splits the data; MP splits the model" both ways round) says the same and is dropped,
+    and so is a negation that only doubles one ("does not not")."""
+    rng = random.Random(seed)
+    out: list[Pair] = []
+    for p in written:
+        if p.label != "correct":
+            continue
+        negated = negate(p.answer, rng)
+        if negated and negated != p.answer and not re.search(r"\b(?:not|n't)\s+not\b", negated):
+            out.append(Pair(p.question, p.reference, negated, "incorrect", "written_negation", p.group))
+        swapped = swap_roles(p.answer)
+        if swapped and _clauses(swapped) != _clauses(p.answer):
+            out.append(Pair(p.question, p.reference, swapped, "incorrect", "written_swap", p.group))
+    return out

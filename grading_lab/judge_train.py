@@ -33,7 +33,7 @@ from app.config import DATA_DIR, JUDGE_DIR, PROJECT_ROOT
 from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, MAX_LENGTH, ONNX_FILE, PairJudge, pair_text
 from app.grading.rubric import GradingItem
 from grading_lab.asag import ASAG_DIR
-from grading_lab.contrasts import Pair, bank_pairs
+from grading_lab.contrasts import Pair, bank_pairs, written_contrasts
 from grading_lab.evaluation import bank_items
 from ingest.cross_encoder import CrossEncoder
 from ingest.embedder import resolve_model_path
@@ -62,6 +62,10 @@ class Recipe:
     max_length: int = MAX_LENGTH
     bank_repeat: int = 4  # the bank's contrast pairs weigh this many times one pass
     answers_repeat: int = 3  # and the written training answers (data/train/) this many
+    # A negation and a swap of each written right answer (grading_lab/contrasts.py: written_contrasts),
+    # this many times one pass. 0 for the shipped judge: at 2 the judge alone on the dev set fell from
+    # 0.777 / 0.903 to 0.742 / 0.870 (docs/GRADING.md, "Known weak spots").
+    written_contrasts_repeat: int = 0
     # Beetle only: its 5-way labels tell partial from contradictory answers. SciEntsBank's 2-way
     # "incorrect" lumps partially right answers with wrong ones, and taught the judge that an answer
     # in other words than the reference is wrong.
@@ -152,7 +156,9 @@ def training_pairs(recipe: Recipe) -> list[Pair]:
     if recipe.decision_answers:
         for path in DECISION_ANSWERS:
             written += answer_pairs(items, path, recipe.crossfit, recipe.seed)
-    return public + bank * recipe.bank_repeat + written * recipe.answers_repeat
+    contrasts = written_contrasts(written, recipe.seed) if recipe.written_contrasts_repeat else []
+    return (public + bank * recipe.bank_repeat + written * recipe.answers_repeat
+            + contrasts * recipe.written_contrasts_repeat)
 
 
 def heldout_figures(judge: PairJudge, recipe: Recipe) -> dict[str, Any]:

@@ -301,6 +301,9 @@ def models_train_judge(
         help="instead, train the cross-fitted judges that the decision's fit reads its own answers with")] = False,
     layers: Annotated[int | None, typer.Option(
         help="keep only the base model's first N transformer layers (a cheaper judge, for comparison)")] = None,
+    written_contrasts: Annotated[int, typer.Option(
+        help="also train on a negation and a swap of each written right answer, this many times (for comparison)")]
+        = 0,
 ) -> None:
     """Rebuild the grader's pair judge from data in the repository, with a fixed seed."""
     from dataclasses import replace
@@ -314,11 +317,11 @@ def models_train_judge(
             typer.echo(f"cross-fitted judge {fold} written to {target}")
         typer.echo("now fit the decision: python -m grading_lab.decision_fit --write")
         return
-    recipe = replace(Recipe(), holdout=holdout, layers=layers)
+    recipe = replace(Recipe(), holdout=holdout, layers=layers, written_contrasts_repeat=written_contrasts)
     if epochs is not None:
         recipe = replace(recipe, epochs=epochs)
-    if (holdout is not None or layers is not None) and out is None:
-        err.print("[red]a held-out or shallower run needs --out: it is not the shipped judge[/]")
+    if (holdout is not None or layers is not None or written_contrasts) and out is None:
+        err.print("[red]a held-out, shallower or other-data run needs --out: it is not the shipped judge[/]")
         raise typer.Exit(2)
     target = out or JUDGE_DIR
     manifest = train_judge(target, recipe, log=err.print, measure=measure)

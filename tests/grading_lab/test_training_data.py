@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from app.config import DATA_DIR
+from grading_lab.contrasts import written_contrasts
 from grading_lab.evaluation import bank_items
-from grading_lab.judge_train import BANK_ANSWERS, CROSSFIT_FOLDS, DECISION_ANSWERS, crossfit_fold
+from grading_lab.judge_train import BANK_ANSWERS, CROSSFIT_FOLDS, DECISION_ANSWERS, answer_pairs, crossfit_fold
 
 LABELS = {"correct", "partial", "incorrect"}
 EVAL_SETS = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "blind.jsonl")
@@ -54,6 +55,21 @@ def test_no_evaluation_answer_is_trained_on() -> None:
     for path in (BANK_ANSWERS, *DECISION_ANSWERS):
         leaked = [r["answer"] for r in _rows(path) if _norm(r["answer"]) in evaluation]
         assert not leaked, (path.name, leaked[:3])
+
+
+def test_no_evaluation_answer_is_made_from_a_training_answer() -> None:
+    """The negations and swaps made from the written right answers (written_contrasts) are no
+    evaluation answer either."""
+    items = bank_items()
+    written = answer_pairs(items)
+    for path in DECISION_ANSWERS:
+        written += answer_pairs(items, path)
+    made = written_contrasts(written)
+    assert len(made) > 500
+    assert {p.label for p in made} == {"incorrect"}
+    evaluation = {_norm(r["answer"]) for path in EVAL_SETS for r in _rows(path)}
+    leaked = [p.answer for p in made if _norm(p.answer) in evaluation]
+    assert not leaked, leaked[:3]
 
 
 def test_every_crossfit_fold_holds_questions() -> None:
