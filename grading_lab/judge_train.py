@@ -22,10 +22,10 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +35,6 @@ from app.grading.rubric import GradingItem
 from grading_lab.asag import ASAG_DIR
 from grading_lab.contrasts import Pair, bank_pairs, written_contrasts
 from grading_lab.evaluation import bank_items
-from ingest.cross_encoder import CrossEncoder
 from ingest.embedder import resolve_model_path
 from ingest.identity import file_sha256
 
@@ -217,39 +216,10 @@ def _batches(pairs: list[Pair], size: int, rng: random.Random) -> list[list[Pair
     return batches
 
 
-def judge_texts(pairs: Sequence[Pair]) -> tuple[list[str], list[str]]:
-    """The two texts the judge reads per pair: accepted answer with the question, then the answer."""
-    return [pair_text(p.question, p.reference) for p in pairs], [p.answer for p in pairs]
-
-
-class TrainingRecipe(Protocol):
-    """What fine-tuning reads from a recipe (the judge's Recipe; the ask reader's ReaderRecipe)."""
-
-    @property
-    def base_model(self) -> str: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def epochs(self) -> int: ...
-    @property
-    def batch_size(self) -> int: ...
-    @property
-    def learning_rate(self) -> float: ...
-    @property
-    def warmup(self) -> float: ...
-    @property
-    def max_length(self) -> int: ...
-    @property
-    def layers(self) -> int | None: ...
-
-
-Texts = Callable[[Sequence[Pair]], tuple[list[str], list[str]]]
-
-
-def encode_pairs(tokenizer: Any, pairs: Sequence[Pair], max_length: int, texts: Texts = judge_texts) -> Any:
-    """Token ids of the pairs, as the served model makes them (ingest/cross_encoder.py): the first
-    text is cut, and a second text too long to fit even alone is cut too."""
-    first, second = texts(pairs)
+def encode_pairs(tokenizer: Any, pairs: Sequence[Pair], max_length: int) -> Any:
+    """Token ids of the pairs, as the served judge makes them: the first text is cut, and an answer too
+    long to fit even alone is cut too (app/grading/pairjudge.py does the same)."""
+    first, second = [pair_text(p.question, p.reference) for p in pairs], [p.answer for p in pairs]
     try:
         return tokenizer(first, second, truncation="only_first", max_length=max_length, padding=True,
                          return_tensors="pt")
@@ -258,10 +228,8 @@ def encode_pairs(tokenizer: Any, pairs: Sequence[Pair], max_length: int, texts: 
                          return_tensors="pt")
 
 
-def fine_tune(pairs: list[Pair], recipe: TrainingRecipe, out_dir: Path, log: Any = print,
-              labels: Sequence[str] = JUDGE_LABELS, texts: Texts = judge_texts) -> None:
-    """Fine-tune the base model to tell the pairs' labels apart (classes weighted to balance) and save
-    it (transformers format) to out_dir."""
+def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print) -> None:
+    """Fine-tune the base model on the pairs and save it (transformers format) to out_dir."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer, get_linear_schedule_with_warmup
 
@@ -270,13 +238,13 @@ def fine_tune(pairs: list[Pair], recipe: TrainingRecipe, out_dir: Path, log: Any
     base = resolve_model_path(recipe.base_model)
     tokenizer = AutoTokenizer.from_pretrained(str(base))
     model = AutoModelForSequenceClassification.from_pretrained(
-        str(base), num_labels=len(labels), attn_implementation="eager")
+        str(base), num_labels=len(JUDGE_LABELS), attn_implementation="eager")
     if recipe.layers is not None:
         encoder = model.base_model.encoder
         encoder.layer = encoder.layer[: recipe.layers]
         model.config.num_hidden_layers = recipe.layers
     counts = Counter(p.label for p in pairs)
-    weights = torch.tensor([len(pairs) / (len(labels) * counts[label]) for label in labels])
+    weights = torch.tensor([len(pairs) / (len(JUDGE_LABELS) * counts[label]) for label in JUDGE_LABELS])
     loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
     steps = recipe.epochs * math.ceil(len(pairs) / recipe.batch_size)
     optimiser = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
@@ -285,9 +253,9 @@ def fine_tune(pairs: list[Pair], recipe: TrainingRecipe, out_dir: Path, log: Any
     step, started = 0, time.monotonic()
     for epoch in range(recipe.epochs):
         for batch in _batches(pairs, recipe.batch_size, rng):
-            enc = encode_pairs(tokenizer, batch, recipe.max_length, texts)
-            target = torch.tensor([list(labels).index(p.label) for p in batch])
-            loss = loss_fn(model(**enc).logits, target)
+            enc = encode_pairs(tokenizer, batch, recipe.max_length)
+            labels = torch.tensor([JUDGE_LABELS.index(p.label) for p in batch])
+            loss = loss_fn(model(**enc).logits, labels)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimiser.step()
@@ -302,7 +270,7 @@ def fine_tune(pairs: list[Pair], recipe: TrainingRecipe, out_dir: Path, log: Any
     tokenizer.save_pretrained(str(out_dir))
 
 
-def export(model_dir: Path, target_dir: Path, onnx_file: str = ONNX_FILE) -> dict[str, Any]:
+def export(model_dir: Path, target_dir: Path) -> dict[str, Any]:
     """The fine-tuned model as int8 ONNX (same recipe as the encoder's export) beside its tokenizer."""
     import torch
     from transformers import AutoModelForSequenceClassification
@@ -332,24 +300,22 @@ def export(model_dir: Path, target_dir: Path, onnx_file: str = ONNX_FILE) -> dic
                               dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
                                             "logits": {0: "batch"}})
         config = model.config
-        scaled = optimise_and_quantise(raw, target_dir / onnx_file, config.num_attention_heads, config.hidden_size,
+        scaled = optimise_and_quantise(raw, target_dir / ONNX_FILE, config.num_attention_heads, config.hidden_size,
                                        model_dir / "tokenizer.json")
     shutil.copy(model_dir / "tokenizer.json", target_dir / "tokenizer.json")
     return {"outlier_channels_scaled": scaled}
 
 
-def agreement(model_dir: Path, served: CrossEncoder, pairs: list[Pair], max_length: int = MAX_LENGTH,
-              texts: Texts = judge_texts) -> dict[str, float]:
-    """How often the served int8 model gives the PyTorch model's label, and the largest probability gap."""
+def agreement(model_dir: Path, judge: PairJudge, pairs: list[Pair]) -> dict[str, float]:
+    """How often the int8 judge gives the PyTorch model's label, and the largest probability gap."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForSequenceClassification.from_pretrained(str(model_dir)).eval()
     with torch.no_grad():
-        ref = torch.softmax(model(**encode_pairs(tokenizer, pairs, max_length, texts)).logits, dim=-1).numpy()
-    first, second = texts(pairs)
-    got = served.pair_probabilities(list(zip(first, second, strict=True)))
+        ref = torch.softmax(model(**encode_pairs(tokenizer, pairs, MAX_LENGTH)).logits, dim=-1).numpy()
+    got = judge.probabilities([(p.question, p.reference, p.answer) for p in pairs])
     return {"same_label": float(np.mean(ref.argmax(1) == got.argmax(1))), "max_gap": float(np.abs(ref - got).max())}
 
 

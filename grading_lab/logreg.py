@@ -72,4 +72,3 @@ def fit_softmax(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1.0) -> 
 
     theta = minimize(loss, np.zeros(classes * (d + 1)), jac=True, method="L-BFGS-B").x
     return theta[: classes * d].reshape(classes, d), theta[classes * d:]
-

@@ -10,6 +10,8 @@ manifest's hashes when it is loaded.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +21,7 @@ import numpy as np
 
 from app.config import Settings
 from app.grading.decision import VERDICTS
-from ingest.cross_encoder import CrossEncoder, read_checked_manifest
+from ingest.identity import file_sha256
 
 JUDGE_LABELS = VERDICTS  # the judge's classes are the verdicts, in the same order
 MANIFEST = "judge.json"
@@ -38,27 +40,70 @@ def pair_text(question: str, reference: str) -> str:
 
 def read_judge_manifest(folder: Path) -> dict[str, Any]:
     """The judge's manifest, after checking the model and tokenizer files against its hashes."""
-    return read_checked_manifest(folder, MANIFEST, ONNX_FILE, "pair judge", JudgeArtifactError,
-                                 rebuild="tutor models train-judge")
+    try:
+        manifest: dict[str, Any] = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise JudgeArtifactError(f"no pair judge in {folder.name}/ (run `tutor models train-judge`)") from exc
+    for name, key in ((ONNX_FILE, "onnx_sha256"), ("tokenizer.json", "tokenizer_sha256")):
+        path = folder / name
+        if not path.is_file():
+            raise JudgeArtifactError(f"the pair judge's {name} is missing")
+        if file_sha256(path) != manifest.get(key):
+            raise JudgeArtifactError(f"the pair judge's {name} does not match its manifest (damaged or replaced)")
+    return manifest
 
 
-class PairJudge(CrossEncoder):
+class PairJudge:
     """P(correct), P(partial), P(incorrect) of answers, each read together with one accepted answer."""
 
     def __init__(self, folder: Path, threads: int | None = None) -> None:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
         self.manifest = read_judge_manifest(folder)
         if tuple(self.manifest.get("labels", ())) != JUDGE_LABELS:
             raise JudgeArtifactError(f"the pair judge's labels {self.manifest.get('labels')} are not {JUDGE_LABELS}")
         self.version = f"{self.manifest['recipe']['version']}@{self.manifest['onnx_sha256'][:12]}"
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        padding = tokenizer.padding
+        self._pad_id = int(padding["pad_id"]) if padding else 0
+        tokenizer.no_padding()
+        max_length = int(self.manifest.get("max_length", MAX_LENGTH))
         # As in training: the first text (accepted answer, then question) is cut. An answer too long
-        # to fit even alone is cut too (the longer of the two first).
-        super().__init__(folder, ONNX_FILE, int(self.manifest.get("max_length", MAX_LENGTH)), threads)
+        # to fit even alone is cut too (the longer of the two first), by a second tokenizer.
+        tokenizer.enable_truncation(max_length=max_length, strategy="only_first")
+        fallback = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        fallback.no_padding()
+        fallback.enable_truncation(max_length=max_length, strategy="longest_first")
+        self._tokenizer, self._fallback = tokenizer, fallback
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self._session = ort.InferenceSession(str(folder / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        self._inputs = {i.name for i in self._session.get_inputs()}
 
     def probabilities(self, triples: Sequence[tuple[str, str, str]]) -> np.ndarray:
         """One row of JUDGE_LABELS probabilities per (question, accepted answer, answer)."""
         if not triples:
             return np.zeros((0, len(JUDGE_LABELS)), dtype=np.float32)
-        return self.pair_probabilities([(pair_text(q, r), a) for q, r, a in triples])
+        pairs = [(pair_text(q, r), a) for q, r, a in triples]
+        try:
+            encodings = self._tokenizer.encode_batch(pairs)
+        except Exception:  # the tokenizers library raises a bare Exception when `only_first` cannot fit
+            encodings = self._fallback.encode_batch(pairs)
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, e in enumerate(encodings):
+            n = len(e.ids)
+            ids[row, :n], mask[row, :n], types[row, :n] = e.ids, e.attention_mask, e.type_ids
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        logits = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (shifted / shifted.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
 @lru_cache(maxsize=2)
