@@ -11,7 +11,8 @@ short or misspelt answer is wrong.
 
 The same near misses are also made from the written right answers (`written_contrasts`): a negation
 or a swap of a reference teaches the judge that reference's words; one of a terse, typo'd or
-reworded right answer teaches it that the change, not the style, makes the answer wrong.
+reworded right answer teaches it that the change, not the style, makes the answer wrong. They are
+an option of the judge's recipe, off for the shipped judge (measured in docs/GRADING.md).
 
 Nothing here reads the dev or the blind set.
 """
