@@ -12,7 +12,7 @@ import json
 import sys
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from app.grading.grader import Judged, decide, decision_input, vetoed
 from app.grading.pairjudge import PairJudge, default_judge
 from app.grading.rubric import attach_neighbours
 from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_items
-from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, DECISION_ANSWERS, crossfit_fold
+from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, DECISION_ANSWERS, Recipe, crossfit_fold
 from grading_lab.logreg import fit_softmax, macro_f1, standardiser
 from ingest.embedder import Encoder
 
@@ -168,16 +168,18 @@ def labelled(files: list[Path], encoder: Encoder) -> Dataset:
             if not folder.is_dir():
                 raise SystemExit(f"no cross-fitted judge in {folder} (run `tutor models train-judge --crossfit`)")
             judge = PairJudge(folder)
-            if _made_as(judge) != _made_as(default_judge()) or judge.manifest["recipe"].get("crossfit") != k:
+            if made_as(judge) != made_as(default_judge()) or judge.manifest["recipe"].get("crossfit") != k:
                 raise SystemExit(f"the cross-fitted judge in {folder} was not made like the shipped judge "
                                  "(run `tutor models train-judge --crossfit`)")
             parts.append(dataset(path, encoder, Graders(judge=judge), keep=partial(_in_fold, k), rubrics=rubrics))
     return concat(parts)
 
 
-def _made_as(judge: PairJudge) -> tuple[Any, Any]:
-    """A judge's training data and recipe, less what cross-fitting changes."""
-    recipe = {k: v for k, v in judge.manifest["recipe"].items() if k != "crossfit"}
+def made_as(judge: PairJudge) -> tuple[Any, Any]:
+    """A judge's training data and recipe, less what cross-fitting changes. A recipe field newer than
+    the judge's manifest reads as its default: a new option defaults to what judges did before it."""
+    recipe = {**asdict(Recipe()), **judge.manifest["recipe"]}
+    recipe.pop("crossfit")
     return judge.manifest["data"], recipe
 
 

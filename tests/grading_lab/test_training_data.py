@@ -1,19 +1,32 @@
 """The grader's written training answers: well formed, about the bank's questions, and apart from the
-evaluation sets (no answer of an evaluation set is trained on word for word)."""
+evaluation sets (no answer of an evaluation set is trained on word for word); the cross-fitting folds
+and the check that a fold judge was made like the shipped one."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
 from app.config import DATA_DIR
+from app.grading.pairjudge import PairJudge, default_judge
 from grading_lab.contrasts import written_contrasts
+from grading_lab.decision_fit import made_as
 from grading_lab.evaluation import bank_items
-from grading_lab.judge_train import BANK_ANSWERS, CROSSFIT_FOLDS, DECISION_ANSWERS, answer_pairs, crossfit_fold
+from grading_lab.judge_train import (
+    BANK_ANSWERS,
+    CROSSFIT_FOLDS,
+    DECISION_ANSWERS,
+    Recipe,
+    answer_pairs,
+    crossfit_fold,
+)
 
 LABELS = {"correct", "partial", "incorrect"}
 EVAL_SETS = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "blind.jsonl")
@@ -76,3 +89,16 @@ def test_every_crossfit_fold_holds_questions() -> None:
     folds = Counter(crossfit_fold(f, n) for f, n in _bank_keys())
     assert sorted(folds) == list(range(CROSSFIT_FOLDS))
     assert min(folds.values()) >= 10
+
+
+def test_a_fold_judge_made_with_a_newer_recipe_field_at_its_default_is_made_like_the_shipped_one() -> None:
+    """The shipped judge's manifest predates recipe fields such as `layers` and
+    `written_contrasts_repeat`; fold judges trained now record them at their defaults, and the
+    decision's fit must still accept them (and refuse one made with another value)."""
+    shipped = default_judge()
+    fold = SimpleNamespace(manifest={**shipped.manifest, "recipe": {
+        **asdict(Recipe()), **shipped.manifest["recipe"], "crossfit": 0}})
+    assert made_as(cast(PairJudge, fold)) == made_as(shipped)
+    recipe = {**fold.manifest["recipe"], "written_contrasts_repeat": 2}
+    other = SimpleNamespace(manifest={**fold.manifest, "recipe": recipe})
+    assert made_as(cast(PairJudge, other)) != made_as(shipped)
