@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Callable, Iterator
@@ -23,6 +24,11 @@ from tests.fakes import FakeEncoder
 Tutor = Callable[..., Result]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def normalised(text: object) -> str:
+    """A text as the leak checks compare training and evaluation texts: lower case, punctuation as spaces."""
+    return re.sub(r"\W+", " ", str(text).lower()).strip()
 SEEDS = ROOT / "data" / "raw"
 PG_URL = os.environ.get("TUTOR_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 

@@ -5,7 +5,6 @@ and the check that a fold judge was made like the shipped one."""
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -27,6 +26,7 @@ from grading_lab.judge_train import (
     answer_pairs,
     crossfit_fold,
 )
+from tests.conftest import normalised
 
 LABELS = {"correct", "partial", "incorrect"}
 EVAL_SETS = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "blind.jsonl")
@@ -35,9 +35,6 @@ EVAL_SETS = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "blind.jsonl")
 def _rows(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
-
-def _norm(text: object) -> str:
-    return re.sub(r"\W+", " ", str(text).lower()).strip()
 
 
 def _bank_keys() -> set[tuple[str, int]]:
@@ -59,14 +56,14 @@ def test_training_answers_are_well_formed(path: Path) -> None:
         assert row["label"] in LABELS, row
         assert (row["file"], row["number"]) in keys, row
         assert str(row["answer"]).strip(), row
-    texts = Counter(_norm(r["answer"]) for r in rows)
+    texts = Counter(normalised(r["answer"]) for r in rows)
     assert texts.most_common(1)[0][1] == 1, texts.most_common(1)
 
 
 def test_no_evaluation_answer_is_trained_on() -> None:
-    evaluation = {_norm(r["answer"]) for path in EVAL_SETS for r in _rows(path)}
+    evaluation = {normalised(r["answer"]) for path in EVAL_SETS for r in _rows(path)}
     for path in (BANK_ANSWERS, *DECISION_ANSWERS):
-        leaked = [r["answer"] for r in _rows(path) if _norm(r["answer"]) in evaluation]
+        leaked = [r["answer"] for r in _rows(path) if normalised(r["answer"]) in evaluation]
         assert not leaked, (path.name, leaked[:3])
 
 
@@ -80,8 +77,8 @@ def test_no_evaluation_answer_is_made_from_a_training_answer() -> None:
     made = written_contrasts(written)
     assert len(made) > 500
     assert {p.label for p in made} == {"incorrect"}
-    evaluation = {_norm(r["answer"]) for path in EVAL_SETS for r in _rows(path)}
-    leaked = [p.answer for p in made if _norm(p.answer) in evaluation]
+    evaluation = {normalised(r["answer"]) for path in EVAL_SETS for r in _rows(path)}
+    leaked = [p.answer for p in made if normalised(p.answer) in evaluation]
     assert not leaked, leaked[:3]
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ from app.slack.blocks import concept_message
 from grading_lab.ask_eval import decide, figures, in_section, load_items, observe
 from ingest.embedder import Encoder
 from ingest.notes import parse_note
-from tests.conftest import ROOT, ingest_with
+from tests.conftest import ROOT, ingest_with, normalised
 
 EVAL_SHA256 = "1889ca60d5031304e1ef0a6033a05d82058cb2da2d7ccb15aebed5725fc7565c"
 BLIND_SHA256 = "e19ca2395020cbf84bf1fa266504c4f1ee45b906a3bc06746f890e03e07c6286"
@@ -111,9 +110,6 @@ def test_the_evaluation_sets_are_frozen() -> None:
 NEAR_DUPLICATE = 0.75  # difflib's ratio from which two questions are one reworded
 
 
-def _norm(text: object) -> str:
-    return re.sub(r"\W+", " ", str(text).lower()).strip()
-
 
 def test_the_written_ask_questions_name_real_sections_and_no_held_out_question() -> None:
     """data/train/ask_answerable.jsonl and ask_gaps.jsonl (data/train/README.md): well formed, every
@@ -130,10 +126,10 @@ def test_the_written_ask_questions_name_real_sections_and_no_held_out_question()
     for label in [s for i in answerable for s in i["sections"]] + [s for i in gaps for s in i["near"]]:
         note, _, heading = label.partition("#")
         assert heading in headings[note], label
-    held = [_norm(i["question"]) for path in ("data/eval/ask.jsonl", "data/train/ask_dev.jsonl")
+    held = [normalised(i["question"]) for path in ("data/eval/ask.jsonl", "data/train/ask_dev.jsonl")
             for i in load_items(ROOT / path)]
     leaked = [i["question"] for i in answerable + gaps
-              if difflib.get_close_matches(_norm(i["question"]), held, n=1, cutoff=NEAR_DUPLICATE)]
+              if difflib.get_close_matches(normalised(i["question"]), held, n=1, cutoff=NEAR_DUPLICATE)]
     assert not leaked, leaked[:3]
 
 
