@@ -121,18 +121,28 @@ def _ask_report(file: Path, as_json: bool) -> None:
 
 
 def _asag_report(as_json: bool) -> None:
-    """The similarity grader's and cosine's grouped CV on each ASAG split, and the pair judge's
-    figures on the ASAG questions held out of its own training (recorded in its manifest)."""
+    """On each ASAG training split: the served grader with no examples, and with the question's other
+    answers as labelled examples (with and without the example head, the head in grouped CV); the
+    previous grader's and cosine's grouped CV; the pair judge's figures on the ASAG questions held out of
+    its own training (recorded in its manifest)."""
     from grading_lab.asag import CORPORA, asag_crossval
+    from grading_lab.examples_fit import fit, without_examples
     from ingest.embedder import SentenceTransformerEncoder
 
     encoder = SentenceTransformerEncoder(get_settings().model)
     figures: dict[str, Any] = {}
+    _, head = fit(encoder)
+    bare = without_examples(encoder)
     for name in CORPORA:
         r = asag_crossval(encoder, name)
         figures[name] = {"folds": r.folds, "previous_grader_macro_f1_2": round(r.grader_f1, 4),
                          "cosine_macro_f1_2": round(r.cosine_f1, 4),
-                         "cosine_oracle_macro_f1_2": round(r.cosine_oracle_f1, 4)}
+                         "cosine_oracle_macro_f1_2": round(r.cosine_oracle_f1, 4),
+                         "served_no_examples_macro_f1_2": round(bare[name], 4),
+                         "served_examples_without_head_macro_f1_2": round(head.without_head[name], 4),
+                         "served_examples_grouped_cv_macro_f1_2": round(head.grouped_cv[name], 4),
+                         "served_examples_other_split_head_macro_f1_2": round(head.cross_split.get(name, 0.0), 4),
+                         "served_examples_confusion": head.confusion[name]}
     manifest = json.loads((get_settings().judge_dir / "judge.json").read_text(encoding="utf-8"))
     figures["pair_judge_held_out"] = manifest.get("asag_heldout")
     if as_json:
@@ -140,7 +150,13 @@ def _asag_report(as_json: bool) -> None:
         return
     for name in CORPORA:
         f = figures[name]
-        out.print(f"{name:12s} {f['folds']}-fold CV by question, correct-vs-not macro-F1: previous grader "
+        out.print(f"{name:12s} correct-vs-not macro-F1 of the served grader: no examples "
+                  f"{f['served_no_examples_macro_f1_2']:.3f}; the question's other answers as examples "
+                  f"{f['served_examples_grouped_cv_macro_f1_2']:.3f} (example head in grouped CV by question; "
+                  f"without the head {f['served_examples_without_head_macro_f1_2']:.3f}, head fitted on the other "
+                  f"split {f['served_examples_other_split_head_macro_f1_2']:.3f})")
+        out.print(f"{'':12s} grouped-CV verdicts (label->verdict): {f['served_examples_confusion']}")
+        out.print(f"{'':12s} {f['folds']}-fold CV by question: previous grader "
                   f"{f['previous_grader_macro_f1_2']:.3f}, cosine {f['cosine_macro_f1_2']:.3f} "
                   f"(oracle threshold {f['cosine_oracle_macro_f1_2']:.3f})")
     held = figures["pair_judge_held_out"]

@@ -1,0 +1,114 @@
+"""What a question's labelled examples say about a new answer: the example head.
+
+A caller that grades many answers to one question (the public "unseen answers" splits, a course
+that has already marked last year's answers) can pass labelled answers as `examples`. The learned
+decision reads only the nearest one (`sim_example`). The example head weighs the decision's
+verdict with how near the answer is to the correct examples and to the others, and how the
+nearest few were labelled. It is a logistic regression over `example_features`, fitted by
+`python -m grading_lab.examples_fit` on the SemEval-2013 training splits graded as those splits
+are (grading_lab/examples_cv.py), with figures from cross-validation grouped by question, and
+committed as examples.json beside this file. It applies only to a question with at least
+MIN_EXAMPLES labelled examples of which some are correct and some are not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.grading.rubric import Rubric
+
+EXAMPLES_PATH = Path(__file__).with_name("examples.json")
+MIN_EXAMPLES = 8
+NEAREST = 7  # how many of the nearest examples vote
+TEMPERATURE = 0.05  # cosine scale of the vote's weights: an example 0.05 farther weighs 1/e as much
+
+FEATURES = (
+    "max_correct",  # cosine to the nearest example labelled correct
+    "max_other",  # cosine to the nearest example labelled partial or incorrect
+    "margin",  # max_correct - max_other
+    "vote",  # similarity-weighted share of correct among the NEAREST nearest examples, as a log-odds
+    "prior",  # share of correct among all examples, as a log-odds
+)
+
+INPUTS = (
+    "decision_correct",  # the learned decision's P(correct), as a log-odds
+    "decision_partial",  # its P(correct) + P(partial), as a log-odds
+    *FEATURES,
+)
+
+
+def _log_odds(p: float) -> float:
+    p = min(max(p, 0.02), 0.98)
+    return math.log(p / (1 - p))
+
+
+def usable(rubric: Rubric) -> bool:
+    """Whether the question has enough labelled examples, of both kinds, for the head."""
+    labels = [label for _, label in rubric.item.examples]
+    n_correct = sum(1 for lab in labels if lab == "correct")
+    return len(labels) >= MIN_EXAMPLES and 0 < n_correct < len(labels)
+
+
+def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray) -> np.ndarray:
+    """The head's input for an answer, from its cosines to the question's labelled examples
+    (`Signals.example_sims`; zeros for a question without examples)."""
+    if not rubric.item.examples or len(example_sims) == 0:
+        return np.zeros(len(FEATURES))
+    sims = np.asarray(example_sims, dtype=np.float64)
+    good = np.array([label == "correct" for _, label in rubric.item.examples])
+    max_c = float(sims[good].max()) if good.any() else 0.0
+    max_o = float(sims[~good].max()) if (~good).any() else 0.0
+    top = np.argsort(-sims)[:NEAREST]
+    w = np.exp((sims[top] - sims[top[0]]) / TEMPERATURE)
+    vote = float((w * good[top]).sum() / w.sum())
+    return np.array([max_c, max_o, max_c - max_o, _log_odds(vote), _log_odds(float(good.mean()))])
+
+
+def head_input(decision_probs: np.ndarray, feats: np.ndarray) -> np.ndarray:
+    """The head's input vector: the decision's probabilities as log-odds, then the example features."""
+    p_c, p_p = float(decision_probs[0]), float(decision_probs[1])
+    return np.concatenate([[_log_odds(p_c), _log_odds(p_c + p_p)], feats])
+
+
+@dataclass(frozen=True)
+class ExampleHead:
+    """P(correct) from the decision's probabilities and the example features."""
+
+    mean: np.ndarray
+    scale: np.ndarray
+    weights: np.ndarray  # over INPUTS
+    bias: float
+    version: str
+
+    def p_correct(self, decision_probs: np.ndarray, feats: np.ndarray) -> float:
+        """P(correct) of one answer, given the decision's P(correct, partial, incorrect) and its example
+        features."""
+        x = head_input(decision_probs, feats)
+        z = float(((x - self.mean) / self.scale) @ self.weights + self.bias)
+        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON stored in examples.json (without the fit's figures, which the fit adds)."""
+        return {"version": self.version, "features": list(INPUTS), "mean": self.mean.tolist(),
+                "scale": self.scale.tolist(), "weights": self.weights.tolist(), "bias": self.bias}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ExampleHead:
+        """Inverse of to_dict; refuses a file fitted on other features."""
+        if tuple(d["features"]) != INPUTS:
+            raise ValueError("examples.json was fitted on other features; run `python -m grading_lab.examples_fit`")
+        arr = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
+        return cls(arr(d["mean"]), arr(d["scale"]), arr(d["weights"]), float(d["bias"]), str(d["version"]))
+
+
+@lru_cache(maxsize=4)
+def load_head(path: Path = EXAMPLES_PATH) -> ExampleHead:
+    """The committed example head."""
+    return ExampleHead.from_dict(json.loads(path.read_text(encoding="utf-8")))

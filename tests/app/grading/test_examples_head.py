@@ -1,0 +1,98 @@
+"""The example head: a question's labelled examples weighed with the decision, by the real model and judge."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from app.grading import Graders, GradingItem, grade, prepare
+from app.grading.examples import EXAMPLES_PATH, INPUTS, MIN_EXAMPLES, example_features, load_head, usable
+from grading_lab.asag import ASAG_DIR, CORPORA
+from grading_lab.examples_cv import simulate, split_rows
+from grading_lab.examples_fit import HEAD_VERSION, fit_head, grouped_cv
+from ingest.identity import file_sha256
+from tests.fakes import FakeEncoder
+
+QUESTION = GradingItem(
+    question="Why does a bulb in a circuit stop lighting when the switch is opened?",
+    reference_answers=["Opening the switch breaks the closed path, so no current flows through the bulb."],
+    key="test#circuit",
+)
+NEAR = [  # answers near the one graded below, in the words learners use
+    "the circuit is not closed any more so electricity can't get to the bulb",
+    "the gap in the circuit stops the electricity getting round to the bulb",
+    "there is a gap so the electric current cannot go around the circuit",
+    "the switch opens a gap in the circuit and current can't pass",
+    "no complete loop for the electricity once the switch is open",
+]
+FAR = [
+    "the battery is flat",
+    "the bulb is broken",
+    "because the wires get too hot",
+    "the bulb uses up all the energy",
+    "magnets in the switch push the current back",
+]
+ANSWER = "the electricity can't get round because the switch makes a gap in the circuit"
+
+
+def _taught(near_label: str) -> GradingItem:
+    far_label = "incorrect" if near_label == "correct" else "correct"
+    return replace(QUESTION, examples=[(a, near_label) for a in NEAR] + [(a, far_label) for a in FAR])
+
+
+def test_the_head_needs_enough_examples_of_both_kinds(fake: FakeEncoder) -> None:
+    few = prepare(replace(QUESTION, examples=[(a, "correct") for a in NEAR[:3]] + [(FAR[0], "incorrect")]), fake)
+    one_kind = prepare(replace(QUESTION, examples=[(a, "correct") for a in NEAR + FAR]), fake)
+    assert len(NEAR + FAR) >= MIN_EXAMPLES
+    assert not usable(few) and not usable(one_kind) and usable(prepare(_taught("correct"), fake))
+
+
+def test_example_features_read_the_nearest_examples_by_label(fake: FakeEncoder) -> None:
+    rubric = prepare(_taught("correct"), fake)
+    sims = [0.9, 0.2, 0.1, 0.1, 0.1, 0.4, 0.3, 0.1, 0.1, 0.1]
+    max_c, max_o, margin, vote, prior = example_features(rubric, sims)
+    assert (max_c, max_o) == (0.9, 0.4) and margin == pytest.approx(0.5)
+    assert vote > 3.0  # the nearest is correct and far nearer than the rest
+    assert prior == pytest.approx(0.0)  # as many correct examples as not
+    assert not example_features(prepare(QUESTION, fake), []).any()
+
+
+@pytest.mark.slow
+def test_an_answer_is_graded_by_what_its_labelled_neighbours_were(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    liked = grade(prepare(_taught("correct"), real_encoder), ANSWER, real_encoder)
+    disliked = grade(prepare(_taught("incorrect"), real_encoder), ANSWER, real_encoder)
+    bare = grade(prepare(_taught("correct"), real_encoder), ANSWER, real_encoder, graders=Graders(no_examples=True))
+    assert liked.verdict == "correct" and disliked.verdict != "correct"
+    assert liked.score > disliked.score
+    assert liked.grader_version.endswith(f"+{HEAD_VERSION}") and HEAD_VERSION not in bare.grader_version
+    unlabelled = grade(prepare(QUESTION, real_encoder), ANSWER, real_encoder)
+    assert HEAD_VERSION not in unlabelled.grader_version  # no examples, no head
+
+
+def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
+    manifest = json.loads(EXAMPLES_PATH.read_text(encoding="utf-8"))
+    assert manifest["features"] == list(INPUTS) and manifest["version"] == HEAD_VERSION
+    for corpus in CORPORA:
+        assert manifest["data"][f"{corpus}_train.jsonl"] == file_sha256(ASAG_DIR / f"{corpus}_train.jsonl")
+    assert load_head().weights.shape == (len(INPUTS),)
+
+
+@pytest.mark.slow
+def test_the_simulation_never_shows_an_answer_to_its_own_rubric(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    rows = split_rows("scientsbank")
+    questions = sorted({r["question_id"] for r in rows})[:2]
+    rows = [r for r in rows if r["question_id"] in questions]
+    sim = simulate("scientsbank", real_encoder, rows=rows)
+    for i, (rubric, _text, _) in sim.cases.items():
+        assert rubric.item.key.split("#")[0] == rows[i]["question_id"]
+        assert rows[i]["student_answer"] not in [a for a, _ in rubric.item.examples] or \
+            sum(r["student_answer"] == rows[i]["student_answer"] for r in rows) > 1  # only a duplicate answer
+    assert len(sim.verdicts(None)) == len(rows) and all(sim.verdicts(None))
+    # The fit and its grouped CV run end to end on the slice (two questions: one per fold at most).
+    head = fit_head([sim])
+    assert np.isfinite(head.weights).all()
+    figures = grouped_cv([sim], folds=2)
+    assert set(figures.grouped_cv) == {"scientsbank"} and sum(figures.confusion["scientsbank"].values()) == len(rows)
