@@ -17,19 +17,22 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from app.config import DATA_DIR
 from app.grading import Graders, GradingItem, Rubric, plan_many, prepare_many
 from app.grading.decision import Decision, load_decision
 from app.grading.examples import ExampleHead, example_features, head_input, usable
 from app.grading.grader import Judged, decide, decision_input, vetoed
+from app.grading.rubric import attach_neighbours
 from grading_lab.asag import ASAG_DIR, caching_encoder
 from ingest.embedder import Encoder
 
 EXAMPLE_FOLDS = 5
+DEV_PATH = DATA_DIR / "eval" / "dev.jsonl"
 SEED = 13
 
 
@@ -43,6 +46,7 @@ class Simulated:
     settled: list[str]  # the verdict of answers the checks settle before the encode ("" for the rest)
     cases: dict[int, tuple[Rubric, str, Judged]]  # what `decide` needs of every other answer
     decision: Decision
+    labels: list[str]  # each answer's label as its file gives it (2-way for the ASAG splits, 3-way for dev)
 
     def verdicts(self, head: ExampleHead | None, rows: Iterable[int] | None = None) -> list[str]:
         """The served verdict of each answer (of `rows`, if given) with this example head (None: without)."""
@@ -72,12 +76,12 @@ def split_rows(corpus: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
-def _folds(rows: list[dict[str, Any]], folds: int, seed: int) -> list[int]:
+def _folds(answers: list[Labelled], folds: int, seed: int) -> list[int]:
     """A fold per answer: each question's answers shuffled and dealt round-robin."""
     by_question: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        by_question.setdefault(str(r["question_id"]), []).append(i)
-    fold = [0] * len(rows)
+    for i, a in enumerate(answers):
+        by_question.setdefault(a.question, []).append(i)
+    fold = [0] * len(answers)
     rng = random.Random(seed)
     for q in sorted(by_question):
         idx = by_question[q]
@@ -87,35 +91,75 @@ def _folds(rows: list[dict[str, Any]], folds: int, seed: int) -> list[int]:
     return fold
 
 
+@dataclass(frozen=True)
+class Labelled:
+    """One labelled answer to one question, whatever file it comes from."""
+
+    question: str  # the question's key
+    answer: str
+    label: str  # "correct", "partial" or "incorrect" (the ASAG splits: their 2-way label)
+
+
 def simulate(corpus: str, encoder: Encoder, graders: Graders | None = None, folds: int = EXAMPLE_FOLDS,
              seed: int = SEED, with_examples: bool = True, rows: list[dict[str, Any]] | None = None) -> Simulated:
     """Grade every answer of a training split against its question, the other folds' answers (with their
     2-way labels) passed as labelled examples; `with_examples=False` passes none (the unseen-questions case).
     `rows`: the split's answers, when not the whole file."""
     rows = split_rows(corpus) if rows is None else rows
+    items: dict[str, GradingItem] = {}
+    for r in rows:
+        q = str(r["question_id"])
+        if q not in items:
+            items[q] = GradingItem(str(r["question"]), [str(a) for a in r["reference_answers"]], key=q)
+    answers = [Labelled(str(r["question_id"]), str(r["student_answer"]), str(r["label_2way"])) for r in rows]
     cached = caching_encoder(encoder, corpus)
-    fold = _folds(rows, folds, seed)
-    by_question: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        by_question.setdefault(str(r["question_id"]), []).append(i)
-    items: dict[tuple[str, int], GradingItem] = {}
-    for q, idx in by_question.items():
-        first = rows[idx[0]]
-        for k in range(folds if with_examples else 1):
-            examples = [(str(rows[i]["student_answer"]), str(rows[i]["label_2way"])) for i in idx
-                        if with_examples and fold[i] != k]
-            items[(q, k)] = GradingItem(str(first["question"]), [str(a) for a in first["reference_answers"]],
-                                        examples=examples, key=f"{q}#{k}")
-    keys = sorted(items)
-    rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], cached), strict=True))
+    sim = simulate_items(corpus, items, answers, cached, graders, folds, seed, with_examples)
     cached.save()
+    return sim
+
+
+def simulate_dev(encoder: Encoder, graders: Graders | None = None, folds: int = EXAMPLE_FOLDS,
+                 seed: int = SEED) -> Simulated:
+    """The dev set graded the same way: each bank question (with its neighbours, as served) given the
+    other folds' dev answers, with their 3-way labels, as examples. Its answers are contrasts written to
+    the labelling rules (a negation beside the right answer it negates), so closeness says little there."""
+    from grading_lab.evaluation import MemoEncoder, bank_items
+
+    bank = bank_items()
+    rows = [json.loads(line) for line in DEV_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+    answers = [Labelled(f"{r['file']}#{r['number']}", str(r["answer"]), str(r["label"])) for r in rows]
+    items = {f"{f}#{n}": item for (f, n), item in bank.items()}
+    return simulate_items("dev", items, answers, MemoEncoder(encoder), graders, folds, seed, True, neighbours=True)
+
+
+def simulate_items(name: str, items: dict[str, GradingItem], answers: list[Labelled], encoder: Encoder,
+                   graders: Graders | None, folds: int, seed: int, with_examples: bool,
+                   neighbours: bool = False) -> Simulated:
+    """Grade each answer against its question's item, given the other folds' answers as labelled examples
+    (none if not `with_examples`); `neighbours`: the items are a bank, and each rubric gets the others'."""
+    by_question: dict[str, list[int]] = {}
+    for i, a in enumerate(answers):
+        by_question.setdefault(a.question, []).append(i)
+    fold = _folds(answers, folds, seed)
+    variants: dict[tuple[str, int], GradingItem] = {}
+    for q, idx in by_question.items():
+        for k in range(folds if with_examples else 1):
+            examples = [(answers[i].answer, answers[i].label) for i in idx if with_examples and fold[i] != k]
+            variants[(q, k)] = replace(items[q], examples=examples, key=q)
+    keys = sorted(variants)
+    rubrics = dict(zip(keys, prepare_many([variants[k] for k in keys], encoder), strict=True))
+    if neighbours:
+        attach_neighbours([rubrics[(q, 0)] for q in sorted(by_question)])
+        for (q, _), rubric in rubrics.items():
+            rubric.neighbours = rubrics[(q, 0)].neighbours
     graders = graders or Graders()
     decision = graders.decision or load_decision()
-    targets = [rubrics[(str(r["question_id"]), f if with_examples else 0)] for r, f in zip(rows, fold, strict=True)]
-    plan = plan_many(targets, [str(r["student_answer"]) for r in rows])
-    vecs = cached.encode(plan.texts)
+    targets = [rubrics[(a.question, f if with_examples else 0)] for a, f in zip(answers, fold, strict=True)]
+    plan = plan_many(targets, [a.answer for a in answers])
+    vecs = encoder.encode(plan.texts) if plan.texts else np.zeros((0, encoder.dim), dtype=np.float32)
     settled = [p.result.verdict if p.result is not None else "" for p in plan.pendings]
     cases = {i: (targets[i], text, judged)
              for i, text, judged in zip(plan.todo, plan.texts, plan.evidence(vecs, graders), strict=True)}
-    return Simulated(corpus, [str(r["question_id"]) for r in rows],
-                     np.array([r["label_2way"] == "correct" for r in rows], dtype=float), settled, cases, decision)
+    correct = np.array([a.label == "correct" for a in answers], dtype=float)
+    return Simulated(name, [a.question for a in answers], correct, settled, cases, decision,
+                     [a.label for a in answers])

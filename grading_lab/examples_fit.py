@@ -1,12 +1,14 @@
 """Fit the example head on the SemEval-2013 training splits: `python -m grading_lab.examples_fit`.
 
-Each split is graded as its "unseen answers" test split is graded from outside (grading_lab/
-examples_cv.py: a question's other answers, with their 2-way labels, passed as labelled examples).
-The head (app/grading/examples.py) learns P(correct) from the decision's probabilities and the
-example features. Its figures come from cross-validation grouped by question over both splits
-pooled (no question's answers are in both the fit and the figure), and from one split's fit
-graded on the other. The pair judge was trained on Beetle's training split, so Beetle's figures
-read answers the judge has seen; SciEntsBank's do not.
+Each training split, and the dev set, is graded as the public "unseen answers" splits are graded
+from outside (grading_lab/examples_cv.py: a question's other answers, with their labels, passed as
+labelled examples). The head (app/grading/examples.py) learns P(correct) from the decision's
+probabilities and the example features, the three sets weighing the same (the dev set's contrasts
+are where closeness misleads). Its figures come from cross-validation grouped by question over
+the sets pooled (no question's answers are in both the fit and the figure), and from the other
+sets' fit. The pair judge was trained on Beetle's training split, so Beetle's figures read answers
+the judge has seen; the decision was fitted on the dev set, so the dev set's figures read a
+decision that has seen its answers; SciEntsBank's read neither.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from app.grading.decision import VERDICTS
 from app.grading.examples import EXAMPLES_PATH, INPUTS, MIN_EXAMPLES, NEAREST, TEMPERATURE, ExampleHead
 from grading_lab.asag import ASAG_DIR, CORPORA
-from grading_lab.examples_cv import EXAMPLE_FOLDS, SEED, Simulated, simulate
+from grading_lab.examples_cv import DEV_PATH, EXAMPLE_FOLDS, SEED, Simulated, simulate, simulate_dev
 from grading_lab.logreg import fit_logistic, macro_f1, standardiser
 from ingest.embedder import Encoder
 from ingest.identity import file_sha256
@@ -33,7 +36,7 @@ FOLDS = 5  # folds of questions for the head's own cross-validation
 
 def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> ExampleHead:
     """The head fitted on the answers it weighs, of the questions in `keep` (per corpus; all if None)."""
-    xs, ys = [], []
+    xs, ys, ws = [], [], []
     for n, sim in enumerate(sims):
         rows, x = sim.head_rows()
         if keep is not None:
@@ -41,10 +44,17 @@ def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> Examp
             rows, x = rows[mask], x[mask]
         xs.append(x)
         ys.append(sim.correct[rows])
-    x, y = np.vstack(xs), np.concatenate(ys)
+        ws.append(_balanced(sim.correct[rows]) / max(1, len(rows)))  # each set weighs the same in all
+    x, y, weight = np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
     mean, scale = standardiser(x)
-    w, b = fit_logistic((x - mean) / scale, y, l2=L2)
+    w, b = fit_logistic((x - mean) / scale, y, l2=L2, sample_weight=weight * len(y) / len(sims))
     return ExampleHead(mean, scale, w, float(b), HEAD_VERSION)
+
+
+def _balanced(y: np.ndarray) -> np.ndarray:
+    """Weights that give both classes the same total (1 in all)."""
+    pos, neg = max(1.0, float(y.sum())), max(1.0, float(len(y) - y.sum()))
+    return np.where(y > 0.5, 0.5 / pos, 0.5 / neg) * len(y)
 
 
 def f1_2way(sim: Simulated, verdicts: list[str], rows: list[int] | None = None) -> float:
@@ -60,6 +70,7 @@ class HeadFigures:
 
     without_head: dict[str, float]
     grouped_cv: dict[str, float]
+    grouped_cv_3way: dict[str, float]  # 3-way macro-F1, for a set with 3-way labels (dev)
     cross_split: dict[str, float]  # each split graded by the head fitted on the other
     rows: dict[str, int]  # answers the head weighs, per split
     confusion: dict[str, dict[str, int]]  # per split, "label->verdict" counts of the grouped-CV verdicts
@@ -68,6 +79,7 @@ class HeadFigures:
         """The figures, rounded, as the manifest records them."""
         r = lambda d: {k: round(v, 4) for k, v in d.items()}  # noqa: E731
         return {"without_head": r(self.without_head), "grouped_cv": r(self.grouped_cv),
+                "grouped_cv_3way": r(self.grouped_cv_3way),
                 "cross_split": r(self.cross_split), "rows": self.rows, "confusion": self.confusion}
 
 
@@ -97,8 +109,13 @@ def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED) -> H
         others = [s for m, s in enumerate(sims) if m != n]
         if others:
             cross[sim.corpus] = f1_2way(sim, sim.verdicts(fit_head(others)))
+    three = {}
+    for n, sim in enumerate(sims):
+        if "partial" in sim.labels:
+            three[sim.corpus] = macro_f1(sim.labels, predicted[n], list(VERDICTS))
+            three[f"{sim.corpus}_without_head"] = macro_f1(sim.labels, sim.verdicts(None), list(VERDICTS))
     return HeadFigures({s.corpus: f1_2way(s, s.verdicts(None)) for s in sims},
-                       {s.corpus: f1_2way(s, predicted[n]) for n, s in enumerate(sims)}, cross,
+                       {s.corpus: f1_2way(s, predicted[n]) for n, s in enumerate(sims)}, three, cross,
                        {s.corpus: len(s.head_rows()[0]) for s in sims},
                        {s.corpus: _confusion(s, predicted[n]) for n, s in enumerate(sims)})
 
@@ -108,14 +125,16 @@ def manifest(head: ExampleHead, figures: HeadFigures) -> dict[str, Any]:
     return {**head.to_dict(),
             "recipe": {"l2": L2, "folds": FOLDS, "example_folds": EXAMPLE_FOLDS, "seed": SEED,
                        "min_examples": MIN_EXAMPLES, "nearest": NEAREST, "temperature": TEMPERATURE,
-                       "inputs": list(INPUTS), "labels": "2-way (label_2way), examples labelled correct/incorrect"},
-            "data": {f"{c}_train.jsonl": file_sha256(ASAG_DIR / f"{c}_train.jsonl") for c in CORPORA},
+                       "inputs": list(INPUTS),
+                       "labels": "the ASAG splits' 2-way labels (examples correct/incorrect); dev's 3-way labels"},
+            "data": {**{f"{c}_train.jsonl": file_sha256(ASAG_DIR / f"{c}_train.jsonl") for c in CORPORA},
+                     "dev.jsonl": file_sha256(DEV_PATH)},
             "figures": figures.to_dict()}
 
 
 def fit(encoder: Encoder) -> tuple[ExampleHead, HeadFigures]:
-    """Simulate both splits, measure the head in grouped CV and fit it on everything."""
-    sims = [simulate(c, encoder) for c in CORPORA]
+    """Simulate both splits and the dev set, measure the head in grouped CV and fit it on everything."""
+    sims = [*(simulate(c, encoder) for c in CORPORA), simulate_dev(encoder)]
     return fit_head(sims), grouped_cv(sims)
 
 

@@ -3,12 +3,14 @@
 A caller that grades many answers to one question (the public "unseen answers" splits, a course
 that has already marked last year's answers) can pass labelled answers as `examples`. The learned
 decision reads only the nearest one (`sim_example`). The example head weighs the decision's
-verdict with how near the answer is to the correct examples and to the others, and how the
-nearest few were labelled. It is a logistic regression over `example_features`, fitted by
-`python -m grading_lab.examples_fit` on the SemEval-2013 training splits graded as those splits
-are (grading_lab/examples_cv.py), with figures from cross-validation grouped by question, and
-committed as examples.json beside this file. It applies only to a question with at least
-MIN_EXAMPLES labelled examples of which some are correct and some are not.
+verdict with how near the answer is to the correct examples and to the others, how the nearest
+few were labelled, and how far closeness predicts the examples' own labels (`example_lift`: it
+does for a class's past answers, not for contrasts such as a negation beside the right answer it
+negates). It is a logistic regression over `head_input`, fitted by `python -m
+grading_lab.examples_fit` on the SemEval-2013 training splits and the dev set, each graded as
+the unseen-answers splits are (grading_lab/examples_cv.py), with figures from cross-validation
+grouped by question, and committed as examples.json beside this file. It applies only to a
+question with at least MIN_EXAMPLES labelled examples of which some are correct and some are not.
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ FEATURES = (
     "margin",  # max_correct - max_other
     "vote",  # similarity-weighted share of correct among the NEAREST nearest examples, as a log-odds
     "prior",  # share of correct among all examples, as a log-odds
+    "lift",  # how well the examples' own neighbours predict their labels (`example_lift`)
+    "lift_vote",  # lift x vote: a vote counts for more where closeness has predicted the labels
 )
 
 INPUTS = (
     "decision_correct",  # the learned decision's P(correct), as a log-odds
     "decision_partial",  # its P(correct) + P(partial), as a log-odds
     *FEATURES,
+    "lift_decision",  # lift x decision_correct
 )
 
 
@@ -49,11 +54,37 @@ def _log_odds(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+def _vote(sims: np.ndarray, good: np.ndarray) -> float:
+    """The similarity-weighted share of correct among the NEAREST nearest examples."""
+    top = np.argsort(-sims)[:NEAREST]
+    w = np.exp((sims[top] - sims[top[0]]) / TEMPERATURE)
+    return float((w * good[top]).sum() / w.sum())
+
+
+def _labels(rubric: Rubric) -> np.ndarray:
+    return np.array([label == "correct" for _, label in rubric.item.examples], dtype=bool)
+
+
+def example_lift(rubric: Rubric) -> float:
+    """How much better the examples' own neighbours predict their labels than the majority label does:
+    each example's vote among the others (leave one out), its accuracy less the majority's share.
+    Near 0 when labels do not follow closeness, as when the examples are contrasts (a negation beside
+    the right answer it negates)."""
+    good = _labels(rubric)
+    n = len(good)
+    if n < 2 or len(rubric.example_vecs) != n:
+        return 0.0
+    sims = np.asarray(rubric.example_vecs @ rubric.example_vecs.T, dtype=np.float64)
+    others = [np.arange(n) != i for i in range(n)]
+    hits = [(_vote(sims[i][o], good[o]) >= 0.5) == good[i] for i, o in enumerate(others)]
+    share = float(good.mean())
+    return float(np.mean(hits)) - max(share, 1 - share)
+
+
 def usable(rubric: Rubric) -> bool:
     """Whether the question has enough labelled examples, of both kinds, for the head."""
-    labels = [label for _, label in rubric.item.examples]
-    n_correct = sum(1 for lab in labels if lab == "correct")
-    return len(labels) >= MIN_EXAMPLES and 0 < n_correct < len(labels)
+    good = _labels(rubric)
+    return bool(len(good) >= MIN_EXAMPLES and 0 < good.sum() < len(good))
 
 
 def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray) -> np.ndarray:
@@ -62,19 +93,19 @@ def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray) -> 
     if not rubric.item.examples or len(example_sims) == 0:
         return np.zeros(len(FEATURES))
     sims = np.asarray(example_sims, dtype=np.float64)
-    good = np.array([label == "correct" for _, label in rubric.item.examples])
+    good = _labels(rubric)
     max_c = float(sims[good].max()) if good.any() else 0.0
     max_o = float(sims[~good].max()) if (~good).any() else 0.0
-    top = np.argsort(-sims)[:NEAREST]
-    w = np.exp((sims[top] - sims[top[0]]) / TEMPERATURE)
-    vote = float((w * good[top]).sum() / w.sum())
-    return np.array([max_c, max_o, max_c - max_o, _log_odds(vote), _log_odds(float(good.mean()))])
+    vote = _log_odds(_vote(sims, good))
+    lift = rubric.example_lift
+    return np.array([max_c, max_o, max_c - max_o, vote, _log_odds(float(good.mean())), lift, lift * vote])
 
 
 def head_input(decision_probs: np.ndarray, feats: np.ndarray) -> np.ndarray:
     """The head's input vector: the decision's probabilities as log-odds, then the example features."""
     p_c, p_p = float(decision_probs[0]), float(decision_probs[1])
-    return np.concatenate([[_log_odds(p_c), _log_odds(p_c + p_p)], feats])
+    lift = float(feats[FEATURES.index("lift")])
+    return np.concatenate([[_log_odds(p_c), _log_odds(p_c + p_p)], feats, [lift * _log_odds(p_c)]])
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,13 @@ class Rubric:
         accepted = {s for ref in self.ref_stems for s in ref.stems}
         return [[s for s in wrong.stems if not has_match(s, accepted)] for wrong in self.wrong_stems]
 
+    @cached_property
+    def example_lift(self) -> float:
+        """How well the labelled examples' own neighbours predict their labels (app/grading/examples.py)."""
+        from app.grading.examples import example_lift  # the example head's module imports this one
+
+        return example_lift(self)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict; vectors are base64 float32."""
         item = self.item

@@ -11,7 +11,7 @@ import pytest
 from app.grading import Graders, GradingItem, grade, prepare
 from app.grading.examples import EXAMPLES_PATH, INPUTS, MIN_EXAMPLES, example_features, load_head, usable
 from grading_lab.asag import ASAG_DIR, CORPORA
-from grading_lab.examples_cv import simulate, split_rows
+from grading_lab.examples_cv import DEV_PATH, simulate, split_rows
 from grading_lab.examples_fit import HEAD_VERSION, fit_head, grouped_cv
 from ingest.identity import file_sha256
 from tests.fakes import FakeEncoder
@@ -27,13 +27,26 @@ NEAR = [  # answers near the one graded below, in the words learners use
     "there is a gap so the electric current cannot go around the circuit",
     "the switch opens a gap in the circuit and current can't pass",
     "no complete loop for the electricity once the switch is open",
+    "an open switch leaves the circuit incomplete so no current",
+    "the path for the current is broken at the switch",
 ]
-FAR = [
+FAR = [  # wrong answers like one another, as a class's wrong answers often are
     "the battery is flat",
+    "the battery has run out",
+    "the battery is dead",
     "the bulb is broken",
-    "because the wires get too hot",
-    "the bulb uses up all the energy",
-    "magnets in the switch push the current back",
+    "the bulb has blown",
+    "the bulb is burnt out",
+    "the battery ran out of power",
+]
+NEGATED = [  # each right answer above, negated: contrasts, labelled incorrect
+    "the circuit is still closed so electricity can still get to the bulb",
+    "there is no gap in the circuit, so the electricity still gets round to the bulb",
+    "there is no gap so the electric current can still go around the circuit",
+    "the switch does not open a gap in the circuit and current still passes",
+    "the loop for the electricity stays complete when the switch is open",
+    "an open switch leaves the circuit complete so current still flows",
+    "the path for the current is not broken at the switch",
 ]
 ANSWER = "the electricity can't get round because the switch makes a gap in the circuit"
 
@@ -52,12 +65,30 @@ def test_the_head_needs_enough_examples_of_both_kinds(fake: FakeEncoder) -> None
 
 def test_example_features_read_the_nearest_examples_by_label(fake: FakeEncoder) -> None:
     rubric = prepare(_taught("correct"), fake)
-    sims = [0.9, 0.2, 0.1, 0.1, 0.1, 0.4, 0.3, 0.1, 0.1, 0.1]
-    max_c, max_o, margin, vote, prior = example_features(rubric, sims)
+    sims = [0.9, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1, 0.4, 0.3, 0.1, 0.1, 0.1, 0.1, 0.1]  # NEAR, then FAR
+    max_c, max_o, margin, vote, prior, lift, lift_vote = example_features(rubric, sims)
     assert (max_c, max_o) == (0.9, 0.4) and margin == pytest.approx(0.5)
     assert vote > 3.0  # the nearest is correct and far nearer than the rest
     assert prior == pytest.approx(0.0)  # as many correct examples as not
+    assert lift == rubric.example_lift and lift_vote == pytest.approx(lift * vote)
     assert not example_features(prepare(QUESTION, fake), []).any()
+
+
+def test_lift_says_whether_the_examples_labels_follow_closeness() -> None:
+    item = replace(QUESTION, examples=[(f"a{i}", "correct" if i < 5 else "incorrect") for i in range(10)])
+    rubric = prepare(item, FakeEncoder())
+    # Two tight clusters, one per label: every example's neighbours share its label.
+    clustered = np.zeros((10, 4), dtype=np.float32)
+    clustered[:5, 0], clustered[5:, 1] = 1.0, 1.0
+    rubric.example_vecs = clustered + np.random.default_rng(0).normal(0, 0.01, (10, 4)).astype(np.float32)
+    assert rubric.example_lift == pytest.approx(0.5)  # all right against a majority of one half
+    # Contrasts: each wrong answer sits beside the right answer it negates.
+    contrasts = prepare(item, FakeEncoder())
+    pairs = np.zeros((10, 4), dtype=np.float32)
+    for i in range(5):
+        pairs[i, i % 4] = pairs[i + 5, i % 4] = 1.0
+    contrasts.example_vecs = pairs + np.random.default_rng(1).normal(0, 0.01, (10, 4)).astype(np.float32)
+    assert contrasts.example_lift < 0.1
 
 
 @pytest.mark.slow
@@ -72,11 +103,22 @@ def test_an_answer_is_graded_by_what_its_labelled_neighbours_were(real_encoder) 
     assert HEAD_VERSION not in unlabelled.grader_version  # no examples, no head
 
 
+@pytest.mark.slow
+def test_contrasting_examples_do_not_make_a_negation_correct(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    item = replace(QUESTION, examples=[(a, "correct") for a in NEAR] + [(a, "incorrect") for a in NEGATED])
+    rubric = prepare(item, real_encoder)
+    assert rubric.example_lift < 0  # each negation's nearest neighbour is the right answer it negates
+    negation = "opening the switch doesn't break anything, the circuit stays complete and current keeps flowing"
+    result = grade(rubric, negation, real_encoder)
+    assert result.verdict == "incorrect" and result.grader_version.endswith(f"+{HEAD_VERSION}")
+
+
 def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
     manifest = json.loads(EXAMPLES_PATH.read_text(encoding="utf-8"))
     assert manifest["features"] == list(INPUTS) and manifest["version"] == HEAD_VERSION
     for corpus in CORPORA:
         assert manifest["data"][f"{corpus}_train.jsonl"] == file_sha256(ASAG_DIR / f"{corpus}_train.jsonl")
+    assert manifest["data"]["dev.jsonl"] == file_sha256(DEV_PATH)
     assert load_head().weights.shape == (len(INPUTS),)
 
 
