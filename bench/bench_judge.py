@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
-from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
 from bench_encoder import served_onnx
+from common import p50_ms_each
 
 from app.config import JUDGE_DIR
 from app.grading.pairjudge import PairJudge
@@ -26,15 +25,6 @@ from grading_lab.judge_train import dev_triples
 T = TypeVar("T")
 ROUNDS = 5
 PER_ROUND = 120
-
-
-def _p50_ms(fn: Callable[[T], object], inputs: Sequence[T]) -> float:
-    samples = []
-    for x in inputs:
-        start = time.perf_counter()
-        fn(x)
-        samples.append((time.perf_counter() - start) * 1000)
-    return statistics.median(samples)
 
 
 def _judge_one(judge: PairJudge, triple: tuple[str, str, str]) -> object:
@@ -56,10 +46,10 @@ def main() -> None:
     encodes: list[float] = []
     for r in range(ROUNDS):
         chunk = slice((r * PER_ROUND) % len(triples), (r * PER_ROUND) % len(triples) + PER_ROUND)
-        enc = _p50_ms(lambda a: encoder.encode_alone([a]), answers[chunk])
+        enc = p50_ms_each(lambda a: encoder.encode_alone([a]), answers[chunk])
         encodes.append(enc)
         for name, judge in judges.items():
-            p50 = _p50_ms(partial(_judge_one, judge), triples[chunk])
+            p50 = p50_ms_each(partial(_judge_one, judge), triples[chunk])
             p50s[name].append(p50)
             ratios[name].append(p50 / enc)
     print(f"one int8 encode of an answer: p50 {statistics.median(encodes):.2f} ms")

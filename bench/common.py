@@ -10,9 +10,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -27,6 +28,19 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     ordered = sorted(samples)
     p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
     return statistics.median(ordered) * 1000, p99 * 1000
+
+
+T = TypeVar("T")
+
+
+def p50_ms_each(fn: Callable[[T], object], inputs: Sequence[T]) -> float:
+    """The median duration, in milliseconds, of one call of fn on each input in turn."""
+    samples = []
+    for x in inputs:
+        start = time.perf_counter()
+        fn(x)
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
 
 
 def time_calls(fn: Callable[[], object], n: int, warmup: int = 10, pause_s: float = 0.0) -> list[float]:

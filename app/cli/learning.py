@@ -143,6 +143,10 @@ def _asag_report(as_json: bool) -> None:
                          "served_examples_grouped_cv_macro_f1_2": round(head.grouped_cv[name], 4),
                          "served_examples_other_split_head_macro_f1_2": round(head.cross_split.get(name, 0.0), 4),
                          "served_examples_confusion": head.confusion[name]}
+    figures["dev_with_examples"] = {"without_head_macro_f1_2": round(head.without_head["dev"], 4),
+                                    "grouped_cv_macro_f1_2": round(head.grouped_cv["dev"], 4),
+                                    "without_head_macro_f1_3": round(head.grouped_cv_3way["dev_without_head"], 4),
+                                    "grouped_cv_macro_f1_3": round(head.grouped_cv_3way["dev"], 4)}
     manifest = json.loads((get_settings().judge_dir / "judge.json").read_text(encoding="utf-8"))
     figures["pair_judge_held_out"] = manifest.get("asag_heldout")
     if as_json:
@@ -153,12 +157,17 @@ def _asag_report(as_json: bool) -> None:
         out.print(f"{name:12s} correct-vs-not macro-F1 of the served grader: no examples "
                   f"{f['served_no_examples_macro_f1_2']:.3f}; the question's other answers as examples "
                   f"{f['served_examples_grouped_cv_macro_f1_2']:.3f} (example head in grouped CV by question; "
-                  f"without the head {f['served_examples_without_head_macro_f1_2']:.3f}, head fitted on the other "
-                  f"split {f['served_examples_other_split_head_macro_f1_2']:.3f})")
+                  f"without the head {f['served_examples_without_head_macro_f1_2']:.3f}, head fitted on the other two "
+                  f"sets {f['served_examples_other_split_head_macro_f1_2']:.3f})")
         out.print(f"{'':12s} grouped-CV verdicts (label->verdict): {f['served_examples_confusion']}")
         out.print(f"{'':12s} {f['folds']}-fold CV by question: previous grader "
                   f"{f['previous_grader_macro_f1_2']:.3f}, cosine {f['cosine_macro_f1_2']:.3f} "
                   f"(oracle threshold {f['cosine_oracle_macro_f1_2']:.3f})")
+    dev = figures["dev_with_examples"]
+    out.print(f"{'dev set':12s} with the question's other dev answers as examples: macro-F1 3-way / 2-way "
+              f"{dev['grouped_cv_macro_f1_3']:.3f} / {dev['grouped_cv_macro_f1_2']:.3f} with the example head "
+              f"(grouped CV), {dev['without_head_macro_f1_3']:.3f} / {dev['without_head_macro_f1_2']:.3f} without "
+              "(the decision was fitted on these answers)")
     held = figures["pair_judge_held_out"]
     out.print(f"pair judge on ASAG questions held out of its training: {held}" if held else
               "pair judge: no held-out figures in its manifest (`tutor models train-judge --holdout 0 --out DIR`)")

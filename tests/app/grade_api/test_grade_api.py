@@ -123,6 +123,29 @@ def test_rubric_once_then_grade_by_id(client: TestClient, make_key: Callable[...
     )
 
 
+LABELLED = [  # enough labelled examples, of both kinds, for the example head
+    *({"answer": f"each rank ends up holding every rank's chunk {i}", "label": "correct"} for i in range(5)),
+    *({"answer": f"it adds the tensors together on rank {i}", "label": "incorrect"} for i in range(5)),
+]
+
+
+def test_labelled_examples_keep_the_response_shape(
+    client: TestClient, make_key: Callable[..., tuple[str, str]]
+) -> None:
+    _, secret = make_key()
+    headers = {"X-API-Key": secret}
+    answer = "every rank gets all the chunks"
+    plain = client.post("/v1/grade", json={**INLINE, "answer": answer}, headers=headers).json()
+    taught = client.post("/v1/grade", json={**INLINE, "examples": LABELLED, "answer": answer}, headers=headers)
+    assert taught.status_code == 200, taught.text
+    assert set(taught.json()) == set(plain) and taught.json()["grader_version"].endswith("+examples-1")
+    assert "+examples-1" not in plain["grader_version"]
+    # A registered rubric keeps its examples: graded by id, the head reads them too.
+    rid = client.post("/v1/rubrics", json={**INLINE, "examples": LABELLED}, headers=headers).json()["rubric_id"]
+    by_id = client.post("/v1/grade", json={"rubric_id": rid, "answer": answer}, headers=headers).json()
+    assert by_id["grader_version"] == taught.json()["grader_version"] and by_id["verdict"] == taught.json()["verdict"]
+
+
 def test_batch_grades_many_with_per_item_errors(client: TestClient, make_key: Callable[..., tuple[str, str]]) -> None:
     key_id, secret = make_key()
     items = [{**INLINE, "answer": f"answer number {i}"} for i in range(30)]
