@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 import time
 from typing import Any, cast
+from urllib.parse import quote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.config import LOGGING_CONFIG
 from uvicorn.logging import AccessFormatter
-from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+from uvicorn.protocols.utils import get_client_addr
 
 LOGGER = "app.access"
 log = logging.getLogger(LOGGER)
@@ -52,10 +53,20 @@ class AccessLog:
             _log(scope, status, time.perf_counter() - start)
 
 
+def request_target(scope: Scope) -> str:
+    """The path and query as uvicorn's access line shows them. `raw_path` is optional in ASGI (some
+    servers and test clients leave it out; uvicorn's own helper then fails), so the path stands in."""
+    raw = scope.get("raw_path")
+    path = raw.decode("latin1") if raw else quote(scope.get("root_path", "") + scope["path"])
+    if scope.get("query_string"):
+        path = f"{path}?{scope['query_string'].decode('ascii')}"
+    return path.replace('"', "%22")
+
+
 def _log(scope: Scope, status: int, seconds: float) -> None:
     http = cast(Any, scope)  # uvicorn's helpers are typed for its own scope TypedDicts
     # The arguments uvicorn's AccessFormatter expects, as uvicorn makes them, and the duration beside them.
-    log.info('%s - "%s %s HTTP/%s" %d', get_client_addr(http), scope["method"], get_path_with_query_string(http),
+    log.info('%s - "%s %s HTTP/%s" %d', get_client_addr(http), scope["method"], request_target(scope),
              scope["http_version"], status or 500, extra={"duration_ms": seconds * 1000})
 
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from app.serving.accesslog import LOGGER, AccessLog, TimedAccessFormatter
+from app.serving.accesslog import LOGGER, AccessLog, TimedAccessFormatter, request_target
 
 
 class _Events(logging.Handler):
@@ -95,3 +95,9 @@ def test_nothing_is_logged_or_wrapped_when_the_logger_is_off() -> None:
     finally:
         logger.setLevel(old)
     assert seen == [send]  # the server's own send, not a logging wrapper
+
+
+def test_the_logged_target_is_the_raw_path_when_the_server_gives_one() -> None:
+    scope = {**_scope(path="/v1/a b"), "raw_path": b"/v1/a%20b", "query_string": b'q="x"'}
+    assert request_target(scope) == "/v1/a%20b?q=%22x%22"
+    assert request_target(_scope(path="/v1/a b")) == "/v1/a%20b"  # without it, the path percent-encoded
