@@ -25,6 +25,7 @@ from app.db import (
 )
 from app.errors import TutorError, UnavailableError
 from app.grading.decision import load_decision
+from app.grading.examples import load_head
 from app.grading.pairjudge import JudgeArtifactError, load_judge, use_judge
 from app.keys.service import Caller
 from app.models import BankState
@@ -153,12 +154,14 @@ class Runtime:
                 stage = "encoder"
                 if self.encoder is None:
                     self.encoder = batched(self.settings, self.encoder_factory(self.settings))
-                # The grader's pair judge and decision, loaded (and the judge's files checked against
-                # its manifest) before the service says it is ready.
+                # The grader's pair judge, decision and example head, loaded (and the judge's files
+                # checked against its manifest) before the service says it is ready.
                 stage = "pair judge"
                 use_judge(load_judge(self.settings.judge_dir))
                 stage = "grading decision"
                 load_decision()
+                stage = "example head"
+                load_head()
                 stage = "ask relevance head"
                 if ask_head:
                     default_relevance()
