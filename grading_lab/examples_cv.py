@@ -25,7 +25,10 @@ import numpy as np
 from app.config import DATA_DIR
 from app.grading import Graders, GradingItem, Rubric, plan_many, prepare_many
 from app.grading.decision import Decision, load_decision
-from app.grading.examples import ExampleHead, example_features, head_input, usable
+from app.grading.examples import INPUTS, ExampleHead, example_features, head_input, usable
+from app.grading.foreign import INPUTS as FOREIGN_INPUTS
+from app.grading.foreign import ForeignHead, applies
+from app.grading.foreign import head_input as foreign_input
 from app.grading.grader import Judged, decide, decision_input, vetoed
 from app.grading.rubric import attach_neighbours
 from grading_lab.asag import ASAG_DIR, caching_encoder
@@ -48,15 +51,17 @@ class Simulated:
     decision: Decision
     labels: list[str]  # each answer's label as its file gives it (2-way for the ASAG splits, 3-way for dev)
 
-    def verdicts(self, head: ExampleHead | None, rows: Iterable[int] | None = None) -> list[str]:
-        """The served verdict of each answer (of `rows`, if given) with this example head (None: without)."""
+    def verdicts(self, head: ExampleHead | None, rows: Iterable[int] | None = None,
+                 foreign: ForeignHead | None = None) -> list[str]:
+        """The served verdict of each answer (of `rows`, if given) with this example head and foreign head
+        (None: without)."""
         out = []
         for i in range(len(self.groups)) if rows is None else rows:
             if i not in self.cases:
                 out.append(self.settled[i])
                 continue
             rubric, text, (ev, on_refs, on_wrongs) = self.cases[i]
-            out.append(decide(rubric, text, ev, on_refs, on_wrongs, self.decision, head).verdict)
+            out.append(decide(rubric, text, ev, on_refs, on_wrongs, self.decision, head, foreign).verdict)
         return out
 
     def head_rows(self) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +73,18 @@ class Simulated:
                 continue
             rows.append(i)
             x.append(head_input(probs, example_features(rubric, ev.sig.example_sims)))
-        return np.array(rows, dtype=int), np.array(x)
+        return np.array(rows, dtype=int), np.array(x).reshape(len(rows), len(INPUTS))
+
+    def foreign_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """The answers the foreign head weighs (indices) and its input for each."""
+        rows, x = [], []
+        for i, (rubric, _, (ev, on_refs, on_wrongs)) in sorted(self.cases.items()):
+            if vetoed(ev) or ev.adopted is not None or not applies(rubric):
+                continue
+            features = decision_input(ev, on_refs, on_wrongs)
+            rows.append(i)
+            x.append(foreign_input(self.decision.probabilities(features), features))
+        return np.array(rows, dtype=int), np.array(x).reshape(len(rows), len(FOREIGN_INPUTS))
 
 
 def split_rows(corpus: str) -> list[dict[str, Any]]:
@@ -119,15 +135,21 @@ def simulate(corpus: str, encoder: Encoder, graders: Graders | None = None, fold
 
 
 def simulate_dev(encoder: Encoder, graders: Graders | None = None, folds: int = EXAMPLE_FOLDS,
-                 seed: int = SEED) -> Simulated:
+                 seed: int = SEED, inline: bool = False) -> Simulated:
     """The dev set graded the same way: each bank question (with its neighbours, as served) given the
     other folds' dev answers, with their 3-way labels, as examples. Its answers are contrasts written to
-    the labelling rules (a negation beside the right answer it negates), so closeness says little there."""
+    the labelling rules (a negation beside the right answer it negates), so closeness says little there.
+
+    `inline`: instead, each question as a caller from outside would pass it through the inline form,
+    its text and accepted answers only (no wrong options, explanation, neighbours or examples)."""
     from grading_lab.evaluation import MemoEncoder, bank_items
 
     bank = bank_items()
     rows = [json.loads(line) for line in DEV_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
     answers = [Labelled(f"{r['file']}#{r['number']}", str(r["answer"]), str(r["label"])) for r in rows]
+    if inline:
+        items = {f"{f}#{n}": GradingItem(item.question, list(item.reference_answers)) for (f, n), item in bank.items()}
+        return simulate_items("dev_inline", items, answers, MemoEncoder(encoder), graders, folds, seed, False)
     items = {f"{f}#{n}": item for (f, n), item in bank.items()}
     return simulate_items("dev", items, answers, MemoEncoder(encoder), graders, folds, seed, True, neighbours=True)
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from app.grading.decision import VERDICTS
 from app.grading.examples import EXAMPLES_PATH, INPUTS, MIN_EXAMPLES, NEAREST, TEMPERATURE, ExampleHead
+from app.grading.heads import H
 from grading_lab.asag import ASAG_DIR, CORPORA
 from grading_lab.examples_cv import DEV_PATH, EXAMPLE_FOLDS, SEED, Simulated, simulate, simulate_dev
 from grading_lab.logreg import fit_logistic, macro_f1, standardiser
@@ -36,19 +37,29 @@ FOLDS = 5  # folds of questions for the head's own cross-validation
 
 def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> ExampleHead:
     """The head fitted on the answers it weighs, of the questions in `keep` (per corpus; all if None)."""
+    return fit_logistic_head(ExampleHead, HEAD_VERSION, [s.head_rows() for s in sims], sims, keep)
+
+
+def fit_logistic_head(cls: type[H], version: str, weighed: list[tuple[np.ndarray, np.ndarray]],
+                      sims: list[Simulated], keep: list[set[str]] | None = None, l2: float = L2,
+                      targets: list[np.ndarray] | None = None) -> H:
+    """A head of class `cls` fitted on P(correct) (or P(target), per set: 1 or 0 for each of its answers) of
+    the answers each set's head weighs (`weighed`: per set, their indices and inputs), of the questions in
+    `keep` (per set; all if None). Each set weighs the same in all, and within a set both classes weigh the
+    same."""
     xs, ys, ws = [], [], []
-    for n, sim in enumerate(sims):
-        rows, x = sim.head_rows()
+    for n, (sim, (rows, x)) in enumerate(zip(sims, weighed, strict=True)):
         if keep is not None:
             mask = np.array([sim.groups[i] in keep[n] for i in rows], dtype=bool)
             rows, x = rows[mask], x[mask]
+        y = (sim.correct if targets is None else targets[n])[rows]
         xs.append(x)
-        ys.append(sim.correct[rows])
-        ws.append(_balanced(sim.correct[rows]) / max(1, len(rows)))  # each set weighs the same in all
+        ys.append(y)
+        ws.append(_balanced(y) / max(1, len(rows)))
     x, y, weight = np.vstack(xs), np.concatenate(ys), np.concatenate(ws)
     mean, scale = standardiser(x)
-    w, b = fit_logistic((x - mean) / scale, y, l2=L2, sample_weight=weight * len(y) / len(sims))
-    return ExampleHead(mean, scale, w, float(b), HEAD_VERSION)
+    w, b = fit_logistic((x - mean) / scale, y, l2=l2, sample_weight=weight * len(y) / len(sims))
+    return cls(mean, scale, w, float(b), version)
 
 
 def _balanced(y: np.ndarray) -> np.ndarray:
@@ -138,13 +149,16 @@ def fit(encoder: Encoder) -> tuple[ExampleHead, HeadFigures]:
     return fit_head(sims), grouped_cv(sims)
 
 
-def without_examples(encoder: Encoder) -> dict[str, float]:
+def without_examples(encoder: Encoder) -> dict[str, dict[str, float]]:
     """Correct-vs-not macro-F1 of the served grader given no examples (as the unseen-questions splits are
-    graded), per split."""
+    graded), per split: with the foreign head (as served) and by the decision alone."""
+    from app.grading.foreign import load_foreign
+
     out = {}
     for corpus in CORPORA:
         sim = simulate(corpus, encoder, with_examples=False)
-        out[corpus] = f1_2way(sim, sim.verdicts(None))
+        out[corpus] = {"served": f1_2way(sim, sim.verdicts(None, foreign=load_foreign())),
+                       "decision_alone": f1_2way(sim, sim.verdicts(None))}
     return out
 
 

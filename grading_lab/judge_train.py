@@ -94,7 +94,7 @@ def crossfit_fold(file: str, number: int, seed: int = Recipe.seed) -> int:
     return holdout_fold(f"{file}#{number}", seed, CROSSFIT_FOLDS)
 
 
-def _asag_label(row: dict[str, Any]) -> str:
+def asag_label(row: dict[str, Any]) -> str:
     five = row.get("label_5way")
     if five:
         return {"correct": "correct", "partially_correct_incomplete": "partial"}.get(five, "incorrect")
@@ -110,7 +110,7 @@ def asag_pairs(names: Sequence[str], directory: Path = ASAG_DIR) -> list[Pair]:
                 continue
             row = json.loads(line)
             pairs.append(Pair(row["question"], row["reference_answers"][0], row["student_answer"],
-                              _asag_label(row), f"{name}", f"{name}:{row['question_id']}"))
+                              asag_label(row), f"{name}", f"{name}:{row['question_id']}"))
     return pairs
 
 

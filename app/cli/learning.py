@@ -121,10 +121,12 @@ def _ask_report(file: Path, as_json: bool) -> None:
 
 
 def _asag_report(as_json: bool) -> None:
-    """On each ASAG training split: the served grader with no examples, and with the question's other
-    answers as labelled examples (with and without the example head, the head in grouped CV); the
-    previous grader's and cosine's grouped CV; the pair judge's figures on the ASAG questions held out of
-    its own training (recorded in its manifest)."""
+    """On each ASAG training split: the served grader with no examples (with the foreign head and by the
+    decision alone), and with the question's other answers as labelled examples (with and without the
+    example head, the head in grouped CV); the previous grader's and cosine's grouped CV; the foreign
+    head's grouped CV and the pair judge's figures on the ASAG questions held out of its own training
+    (recorded in their manifests: measuring them takes a judge trained without those questions)."""
+    from app.grading.foreign import FOREIGN_PATH
     from grading_lab.asag import CORPORA, asag_crossval
     from grading_lab.examples_fit import fit, without_examples
     from ingest.embedder import SentenceTransformerEncoder
@@ -138,7 +140,8 @@ def _asag_report(as_json: bool) -> None:
         figures[name] = {"folds": r.folds, "previous_grader_macro_f1_2": round(r.grader_f1, 4),
                          "cosine_macro_f1_2": round(r.cosine_f1, 4),
                          "cosine_oracle_macro_f1_2": round(r.cosine_oracle_f1, 4),
-                         "served_no_examples_macro_f1_2": round(bare[name], 4),
+                         "served_no_examples_macro_f1_2": round(bare[name]["served"], 4),
+                         "served_no_examples_decision_alone_macro_f1_2": round(bare[name]["decision_alone"], 4),
                          "served_examples_without_head_macro_f1_2": round(head.without_head[name], 4),
                          "served_examples_grouped_cv_macro_f1_2": round(head.grouped_cv[name], 4),
                          "served_examples_other_split_head_macro_f1_2": round(head.cross_split.get(name, 0.0), 4),
@@ -147,6 +150,7 @@ def _asag_report(as_json: bool) -> None:
                                     "grouped_cv_macro_f1_2": round(head.grouped_cv["dev"], 4),
                                     "without_head_macro_f1_3": round(head.grouped_cv_3way["dev_without_head"], 4),
                                     "grouped_cv_macro_f1_3": round(head.grouped_cv_3way["dev"], 4)}
+    figures["foreign_head_recorded"] = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))["figures"]
     manifest = json.loads((get_settings().judge_dir / "judge.json").read_text(encoding="utf-8"))
     figures["pair_judge_held_out"] = manifest.get("asag_heldout")
     if as_json:
@@ -155,7 +159,8 @@ def _asag_report(as_json: bool) -> None:
     for name in CORPORA:
         f = figures[name]
         out.print(f"{name:12s} correct-vs-not macro-F1 of the served grader: no examples "
-                  f"{f['served_no_examples_macro_f1_2']:.3f}; the question's other answers as examples "
+                  f"{f['served_no_examples_macro_f1_2']:.3f} (decision alone "
+                  f"{f['served_no_examples_decision_alone_macro_f1_2']:.3f}); the question's other answers as examples "
                   f"{f['served_examples_grouped_cv_macro_f1_2']:.3f} (example head in grouped CV by question; "
                   f"without the head {f['served_examples_without_head_macro_f1_2']:.3f}, head fitted on the other two "
                   f"sets {f['served_examples_other_split_head_macro_f1_2']:.3f})")
@@ -168,6 +173,13 @@ def _asag_report(as_json: bool) -> None:
               f"{dev['grouped_cv_macro_f1_3']:.3f} / {dev['grouped_cv_macro_f1_2']:.3f} with the example head "
               f"(grouped CV), {dev['without_head_macro_f1_3']:.3f} / {dev['without_head_macro_f1_2']:.3f} without "
               "(the decision was fitted on these answers)")
+    foreign = figures["foreign_head_recorded"]
+    out.print("foreign head, no examples, correct-vs-not macro-F1 (recorded in app/grading/foreign.json; "
+              "`python -m grading_lab.foreign_fit`): " + "; ".join(
+                  f"{name} {foreign['grouped_cv'][name]:.3f} in grouped CV by question, "
+                  f"{foreign['grouped_cv_by_module'][name]:.3f} by module, {foreign['others_fit'][name]:.3f} "
+                  f"fitted on the other sets, {foreign['decision_alone'][name]:.3f} by the decision alone"
+                  for name in foreign["grouped_cv"]))
     held = figures["pair_judge_held_out"]
     out.print(f"pair judge on ASAG questions held out of its training: {held}" if held else
               "pair judge: no held-out figures in its manifest (`tutor models train-judge --holdout 0 --out DIR`)")

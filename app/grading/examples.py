@@ -15,15 +15,11 @@ question with at least MIN_EXAMPLES labelled examples of which some are correct 
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from app.grading.heads import LogisticHead, decision_log_odds, load, log_odds
 from app.grading.rubric import Rubric
 
 EXAMPLES_PATH = Path(__file__).with_name("examples.json")
@@ -47,11 +43,6 @@ INPUTS = (
     *FEATURES,
     "lift_decision",  # lift x decision_correct
 )
-
-
-def _log_odds(p: float) -> float:
-    p = min(max(p, 0.02), 0.98)
-    return math.log(p / (1 - p))
 
 
 def _vote(sims: np.ndarray, good: np.ndarray) -> float:
@@ -99,50 +90,30 @@ def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray) -> 
     good = _labels(rubric)
     max_c = float(sims[good].max()) if good.any() else 0.0
     max_o = float(sims[~good].max()) if (~good).any() else 0.0
-    vote = _log_odds(_vote(sims, good))
+    vote = log_odds(_vote(sims, good))
     lift = rubric.example_lift
-    return np.array([max_c, max_o, max_c - max_o, vote, _log_odds(float(good.mean())), lift, lift * vote])
+    return np.array([max_c, max_o, max_c - max_o, vote, log_odds(float(good.mean())), lift, lift * vote])
 
 
 def head_input(decision_probs: np.ndarray, feats: np.ndarray) -> np.ndarray:
     """The head's input vector: the decision's probabilities as log-odds, then the example features."""
-    p_c, p_p = float(decision_probs[0]), float(decision_probs[1])
+    logs = decision_log_odds(decision_probs)
     lift = float(feats[FEATURES.index("lift")])
-    return np.concatenate([[_log_odds(p_c), _log_odds(p_c + p_p)], feats, [lift * _log_odds(p_c)]])
+    return np.concatenate([logs, feats, [lift * logs[0]]])
 
 
-@dataclass(frozen=True)
-class ExampleHead:
+class ExampleHead(LogisticHead):
     """P(correct) from the decision's probabilities and the example features."""
 
-    mean: np.ndarray
-    scale: np.ndarray
-    weights: np.ndarray  # over INPUTS
-    bias: float
-    version: str
+    INPUTS = INPUTS
+    FIT_COMMAND = "python -m grading_lab.examples_fit"
 
     def p_correct(self, decision_probs: np.ndarray, feats: np.ndarray) -> float:
         """P(correct) of one answer, given the decision's P(correct, partial, incorrect) and its example
         features."""
-        x = head_input(decision_probs, feats)
-        z = float(((x - self.mean) / self.scale) @ self.weights + self.bias)
-        return 1.0 / (1.0 + math.exp(-max(-30.0, min(30.0, z))))
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON stored in examples.json (without the fit's figures, which the fit adds)."""
-        return {"version": self.version, "features": list(INPUTS), "mean": self.mean.tolist(),
-                "scale": self.scale.tolist(), "weights": self.weights.tolist(), "bias": self.bias}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ExampleHead:
-        """Inverse of to_dict; refuses a file fitted on other features."""
-        if tuple(d["features"]) != INPUTS:
-            raise ValueError("examples.json was fitted on other features; run `python -m grading_lab.examples_fit`")
-        arr = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
-        return cls(arr(d["mean"]), arr(d["scale"]), arr(d["weights"]), float(d["bias"]), str(d["version"]))
+        return self.p(head_input(decision_probs, feats))
 
 
-@lru_cache(maxsize=4)
 def load_head(path: Path = EXAMPLES_PATH) -> ExampleHead:
     """The committed example head."""
-    return ExampleHead.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    return load(ExampleHead, path)

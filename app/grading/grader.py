@@ -11,6 +11,8 @@ from app.grading.checks import is_evasive, is_keyword_list, strip_injection
 from app.grading.choice import exact_match, is_bare_letter
 from app.grading.decision import VERDICTS, Decision, feature_vector, load_decision
 from app.grading.examples import ExampleHead, example_features, load_head, usable
+from app.grading.foreign import ForeignHead, applies, load_foreign
+from app.grading.heads import head_verdict, with_p_correct
 from app.grading.judge import Evidence, caught, decision_feedback, evidence, judge, result_fields
 from app.grading.pairjudge import PairJudge, default_judge
 from app.grading.rubric import GRADER_VERSION, Rubric
@@ -119,19 +121,26 @@ Judged = tuple[Evidence, np.ndarray, np.ndarray]  # evidence; judge on accepted 
 @dataclass
 class Graders:
     """What the learned decision needs beside the encoder: the similarity model, the pair judge, the
-    decision's weights and the example head (for questions with labelled examples; `no_examples=True`
+    decision's weights, the example head (for questions with labelled examples; `no_examples=True`
+    grades without it) and the foreign head (for questions from outside the bank; `no_foreign=True`
     grades without it). `rules=True` grades by the previous rule stack instead (for comparison)."""
 
     model: GeneralModel | None = None
     judge: PairJudge | None = None
     decision: Decision | None = None
     examples: ExampleHead | None = None
+    foreign: ForeignHead | None = None
     rules: bool = False
     no_examples: bool = False
+    no_foreign: bool = False
 
     def example_head(self) -> ExampleHead | None:
         """The example head these graders use, if any."""
         return None if self.no_examples else self.examples or load_head()
+
+    def foreign_head(self) -> ForeignHead | None:
+        """The foreign head these graders use, if any."""
+        return None if self.no_foreign else self.foreign or load_foreign()
 
 
 def _judged(rubrics: list[Rubric], texts: list[str], evs: list[Evidence],
@@ -178,30 +187,35 @@ def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> 
                           sig.sim_explanation, sig.on_topic)
 
 
-def with_examples(rubric: Rubric, ev: Evidence, probs: np.ndarray, head: ExampleHead | None) -> np.ndarray | None:
-    """The decision's probabilities with P(correct) replaced by the example head's, for a question with
-    enough labelled examples (None otherwise); the rest is shared as the decision shares it."""
-    if head is None or ev.adopted is not None or not usable(rubric):
+def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, examples: ExampleHead | None,
+              foreign: ForeignHead | None) -> tuple[np.ndarray, str] | None:
+    """The decision's probabilities with P(correct) replaced by a head's, and that head's version: the
+    example head's for a question with enough labelled examples, the foreign head's for a question from
+    outside the bank without them; None when neither applies (a bank question without examples)."""
+    if ev.adopted is not None:
         return None
-    p_c = head.p_correct(probs, example_features(rubric, ev.sig.example_sims))
-    rest = float(probs[1] + probs[2])
-    share = float(probs[1]) / rest if rest > 0 else 0.5
-    return np.array([p_c, (1 - p_c) * share, (1 - p_c) * (1 - share)])
+    if examples is not None and usable(rubric):
+        return with_p_correct(probs, examples.p_correct(probs, example_features(rubric, ev.sig.example_sims))), \
+            examples.version
+    if foreign is not None and applies(rubric):
+        return foreign.probabilities(probs, x), foreign.version
+    return None
 
 
 def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray,
-           decision: Decision, head: ExampleHead | None = None) -> GradeResult:
-    """The verdict of the learned decision (with the example head, when given and the question has
-    labelled examples), with the evidence it rests on."""
+           decision: Decision, head: ExampleHead | None = None, foreign: ForeignHead | None = None) -> GradeResult:
+    """The verdict of the learned decision (read again by the example head or the foreign head, when
+    given and the question calls for one), with the evidence it rests on."""
     judge_ref, judge_wrong = on_refs[0], _on_wrong(on_wrongs)
-    probs = decision.probabilities(decision_input(ev, on_refs, on_wrongs))
+    x = decision_input(ev, on_refs, on_wrongs)
+    probs = decision.probabilities(x)
     sure = vetoed(ev)
     version = decision.version
-    adjusted = None if sure else with_examples(rubric, ev, probs, head)
-    if adjusted is not None and head is not None:
-        # Correct when the head says so; otherwise the decision's better verdict that is not correct.
-        probs, version = adjusted, f"{decision.version}+{head.version}"
-        verdict = "correct" if probs[0] >= 0.5 else VERDICTS[1 + int(np.argmax(probs[1:]))]
+    adjusted = None if sure else with_head(rubric, ev, x, probs, head, foreign)
+    if adjusted is not None:
+        probs, head_version = adjusted
+        version = f"{decision.version}+{head_version}"
+        verdict = head_verdict(probs)
     else:
         verdict = ev.adopted or ("incorrect" if sure else VERDICTS[int(np.argmax(probs))])
     flags = list(ev.flags)
@@ -291,10 +305,10 @@ class Plan:
                     results[i] = _finish(self.rubrics[i], self.pendings[i], vec, model)
             else:
                 decision = graders.decision or load_decision()
-                head = graders.example_head()
+                head, foreign = graders.example_head(), graders.foreign_head()
                 for i, text, (ev, on_refs, on_wrongs) in zip(self.todo, self.texts, self.evidence(vecs, graders),
                                                               strict=True):
-                    results[i] = decide(self.rubrics[i], text, ev, on_refs, on_wrongs, decision, head)
+                    results[i] = decide(self.rubrics[i], text, ev, on_refs, on_wrongs, decision, head, foreign)
         return [r for r in results if r is not None]
 
 

@@ -26,6 +26,7 @@ from app.db import (
 from app.errors import TutorError, UnavailableError
 from app.grading.decision import load_decision
 from app.grading.examples import load_head
+from app.grading.foreign import load_foreign
 from app.grading.pairjudge import JudgeArtifactError, load_judge, use_judge
 from app.keys.service import Caller
 from app.models import BankState
@@ -154,7 +155,7 @@ class Runtime:
                 stage = "encoder"
                 if self.encoder is None:
                     self.encoder = batched(self.settings, self.encoder_factory(self.settings))
-                # The grader's pair judge, decision and example head, loaded (and the judge's files
+                # The grader's pair judge, decision and its two heads, loaded (and the judge's files
                 # checked against its manifest) before the service says it is ready.
                 stage = "pair judge"
                 use_judge(load_judge(self.settings.judge_dir))
@@ -162,6 +163,8 @@ class Runtime:
                 load_decision()
                 stage = "example head"
                 load_head()
+                stage = "foreign head"
+                load_foreign()
                 stage = "ask relevance head"
                 if ask_head:
                     default_relevance()

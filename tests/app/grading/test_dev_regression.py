@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.grading import GradingItem, grade, prepare
+from app.grading import GradingItem, grade, prepare, prepare_many
+from app.grading.rubric import attach_neighbours
 from grading_lab.evaluation import DATA_DIR, evaluate, summary
 
 BASELINE = Path(__file__).resolve().parents[3] / "grading_lab" / "dev_baseline.json"
@@ -52,11 +53,11 @@ def test_real_model_separates_terse_correct_from_swapped(real_encoder) -> None: 
                "it; the pair judge reads one shared word as a partial answer", strict=True)),
     "The capital of France is Paris."])
 def test_off_subject_answers_get_no_credit_on_any_bank_question(real_encoder, answer: str) -> None:  # type: ignore[no-untyped-def]
-    from app.grading import prepare_many
     from grading_lab.evaluation import bank_items
 
     items = bank_items()
     rubrics = prepare_many(list(items.values()), real_encoder)
+    attach_neighbours(rubrics)  # bank questions, as served
     verdicts = {key: grade(rubric, answer, real_encoder).verdict for key, rubric in zip(items, rubrics, strict=True)}
     assert {k: v for k, v in verdicts.items() if v != "incorrect"} == {}
 
@@ -66,8 +67,11 @@ def reduce_scatter(real_encoder):  # type: ignore[no-untyped-def]
     """The reduce-scatter question's item and rubric."""
     from grading_lab.evaluation import bank_items
 
-    item = next(i for i in bank_items().values() if i.question.startswith("What is reduce-scatter"))
-    return item, prepare(item, real_encoder)
+    items = list(bank_items().values())
+    rubrics = prepare_many(items, real_encoder)
+    attach_neighbours(rubrics)  # a bank question, as served
+    (n,) = [n for n, i in enumerate(items) if i.question.startswith("What is reduce-scatter")]
+    return items[n], rubrics[n]
 
 
 @pytest.mark.slow

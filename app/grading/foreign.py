@@ -1,0 +1,109 @@
+"""Questions from outside the bank, graded with no labelled examples: the foreign head.
+
+The learned decision (decision.py) was fitted on this bank's answers: it knows how this bank's
+accepted answers are worded and where its partial answers sit. A question passed inline
+(`{question, reference_answers, answer}`, or a registered rubric) from another course has none of
+that, and the decision draws the line between correct and the rest where this bank needs it: on
+SciEntsBank's training answers it called most right answers partial. The foreign head reads the
+decision's probabilities again with the evidence a foreign question does have (the similarity
+model's logits, the pair judge's reading, cosine and word coverage of the accepted answer, length)
+and gives P(correct) and P(correct or partial), two logistic regressions (the example head gives
+P(correct) for a question with labelled examples).
+
+It is a logistic regression fitted by `python -m grading_lab.foreign_fit` on answers whose judge
+readings are honest (the judge never trained on them): SciEntsBank's training split, the Beetle
+questions a judge trained without them reads, and the dev set graded inline; its figures come from
+cross-validation grouped by question (and by SciEntsBank module, for questions of another domain).
+It applies only to a question outside the bank (a rubric with no bank neighbours) without enough
+labelled examples for the example head; a bank question is graded by the decision alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.grading.decision import FEATURES as DECISION_FEATURES
+from app.grading.examples import usable
+from app.grading.heads import LogisticHead, decision_log_odds
+from app.grading.rubric import Rubric
+
+FOREIGN_PATH = Path(__file__).with_name("foreign.json")
+
+# Of the decision's inputs, those a foreign question has (no wrong options, no neighbours, no
+# labelled examples, no explanation).
+FEATURES = (
+    "z_correct",
+    "z_partial",
+    "judge_correct",
+    "judge_partial",
+    "judge_incorrect",
+    "sim",
+    "coverage",
+    "idea_coverage",
+    "sim_question",
+    "log_words",
+    "on_topic",
+)
+_COLUMNS = [DECISION_FEATURES.index(f) for f in FEATURES]
+
+INPUTS = ("decision_correct", "decision_partial", *FEATURES)
+
+
+def applies(rubric: Rubric) -> bool:
+    """Whether a question is graded with the foreign head: outside the bank, and without enough
+    labelled examples for the example head."""
+    return rubric.neighbours is None and not usable(rubric)
+
+
+def head_input(decision_probs: np.ndarray, decision_x: np.ndarray) -> np.ndarray:
+    """The head's input: the decision's probabilities as log-odds, then some of the decision's inputs."""
+    return np.concatenate([decision_log_odds(decision_probs), np.asarray(decision_x, dtype=np.float64)[_COLUMNS]])
+
+
+class CreditHead(LogisticHead):
+    """One of the foreign head's two logistic regressions over INPUTS."""
+
+    INPUTS = INPUTS
+    FIT_COMMAND = "python -m grading_lab.foreign_fit"
+
+
+@dataclass(frozen=True)
+class ForeignHead:
+    """P(correct), P(partial), P(incorrect) of an answer to a foreign question, from the decision's
+    probabilities and inputs: one head for P(correct), fitted on every set's correct-vs-not labels, and
+    one for P(correct or partial), fitted on the sets whose labels tell partial from incorrect."""
+
+    correct: CreditHead
+    credit: CreditHead
+    version: str
+
+    def probabilities(self, decision_probs: np.ndarray, decision_x: np.ndarray) -> np.ndarray:
+        """P(correct), P(partial), P(incorrect) of one answer."""
+        x = head_input(decision_probs, decision_x)
+        p_c = self.correct.p(x)
+        p_credit = max(p_c, self.credit.p(x))
+        return np.array([p_c, p_credit - p_c, 1.0 - p_credit])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The weights as foreign.json stores them (the fit adds its recipe and figures)."""
+        return {"version": self.version, "features": list(INPUTS), "correct": self.correct.to_dict(),
+                "credit": self.credit.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ForeignHead:
+        """Inverse of to_dict; refuses a file fitted on other inputs."""
+        if tuple(d["features"]) != INPUTS:
+            raise ValueError(f"foreign.json was fitted on other inputs; run `{CreditHead.FIT_COMMAND}`")
+        return cls(CreditHead.from_dict(d["correct"]), CreditHead.from_dict(d["credit"]), str(d["version"]))
+
+
+@lru_cache(maxsize=4)
+def load_foreign(path: Path = FOREIGN_PATH) -> ForeignHead:
+    """The committed foreign head."""
+    return ForeignHead.from_dict(json.loads(path.read_text(encoding="utf-8")))

@@ -1,0 +1,194 @@
+"""Fit the foreign head (app/grading/foreign.py): `python -m grading_lab.foreign_fit [--write]`.
+
+The head is for questions from outside the bank with no labelled examples, as the public "unseen
+questions" and "unseen domains" splits are graded. It is fitted on answers graded that way through
+the served path (grading_lab/examples_cv.py, with no examples) whose pair-judge readings are honest,
+since the decision leans on the judge and a judge reading its own training answers is surer than on
+new ones:
+
+- SciEntsBank's training split: the judge never trained on it;
+- Beetle's training answers to the questions of ASAG fold 0, read by a judge trained like the
+  shipped one without them (`tutor models train-judge --holdout 0 --no-measure --out
+  data/cache/judge-holdout0`); the shipped judge trained on every Beetle training answer;
+- the dev set, each question passed as the inline form passes it (text and accepted answers only):
+  the judge never trained on it (the decision did, so this part flatters the decision).
+
+The three sets weigh the same, each class-balanced. Figures: cross-validation grouped by question over
+the sets pooled; SciEntsBank grouped by module as well (a module's questions held out together, as
+the unseen-domains split holds out domains); and each set graded by the head fitted on the other two.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from app.config import DATA_DIR
+from app.grading import Graders
+from app.grading.decision import VERDICTS
+from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, ForeignHead
+from app.grading.pairjudge import PairJudge, default_judge
+from grading_lab.asag import ASAG_DIR
+from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, simulate, simulate_dev, split_rows
+from grading_lab.examples_fit import L2, f1_2way, fit_logistic_head
+from grading_lab.judge_train import HOLDOUT_FOLDS, Recipe, asag_label, holdout_fold
+from grading_lab.logreg import macro_f1
+from ingest.embedder import Encoder
+from ingest.identity import file_sha256
+
+HEAD_VERSION = "foreign-1"
+FOLDS = 5  # folds of questions for the head's cross-validation
+HOLDOUT = 0  # the ASAG fold the held-out judge never saw
+HOLDOUT_JUDGE = DATA_DIR / "cache" / f"judge-holdout{HOLDOUT}"
+TRAIN_HOLDOUT = f"tutor models train-judge --holdout {HOLDOUT} --no-measure --out data/cache/judge-holdout{HOLDOUT}"
+
+Grouping = Callable[[str, str], str]  # (set, question) -> the group a fold holds out whole
+
+
+def by_question(corpus: str, question: str) -> str:
+    return question
+
+
+def by_module(corpus: str, question: str) -> str:
+    """SciEntsBank's questions by module (the id's prefix, "EM_45b" -> "EM"); the others by question."""
+    return question.split("_")[0] if corpus == "scientsbank" else question
+
+
+def heldout_judge(folder: Path = HOLDOUT_JUDGE) -> PairJudge:
+    """The judge trained like the shipped one, less ASAG fold HOLDOUT; refuses one made otherwise."""
+    if not (folder / "judge.json").is_file():
+        raise SystemExit(f"no held-out judge in {folder} (run `{TRAIN_HOLDOUT}`, about 35 minutes on 2 cores)")
+    judge = PairJudge(folder)
+    shipped = default_judge()
+    made = lambda j: (j.manifest["data"], {**asdict(Recipe()), **j.manifest["recipe"], "holdout": None})  # noqa: E731
+    if judge.manifest["recipe"].get("holdout") != HOLDOUT or made(judge) != made(shipped):
+        raise SystemExit(
+            f"the judge in {folder} was not made like the shipped one less fold {HOLDOUT} (run `{TRAIN_HOLDOUT}`)"
+        )
+    return judge
+
+
+def simulate_sets(encoder: Encoder, judge: PairJudge | None = None) -> list[Simulated]:
+    """SciEntsBank, Beetle's held-out questions (read by the held-out judge) and the dev set inline, each
+    graded with no labelled examples."""
+    beetle = [r for r in split_rows("beetle") if holdout_fold(f"beetle:{r['question_id']}", Recipe.seed) == HOLDOUT]
+    held = simulate("beetle", encoder, Graders(judge=judge or heldout_judge()), with_examples=False, rows=beetle)
+    three_way = [asag_label(r) for r in beetle]  # Beetle's 5-way labels tell partial from incorrect
+    return [simulate("scientsbank", encoder, with_examples=False),
+            replace(held, corpus="beetle_heldout", labels=three_way), simulate_dev(encoder, inline=True)]
+
+
+def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> ForeignHead:
+    """The head fitted on the answers it weighs, of the questions in `keep` (per set; all if None): P(correct)
+    on every set, P(correct or partial) on the sets whose labels have partial."""
+    weighed = [s.foreign_rows() for s in sims]
+    correct = fit_logistic_head(CreditHead, HEAD_VERSION, weighed, sims, keep)
+    three = [n for n, s in enumerate(sims) if "partial" in s.labels]
+    if not three:  # no labels tell partial from incorrect: the head never says partial
+        return ForeignHead(correct, correct, HEAD_VERSION)
+    credit = fit_logistic_head(CreditHead, HEAD_VERSION, [weighed[n] for n in three], [sims[n] for n in three],
+                               None if keep is None else [keep[n] for n in three],
+                               targets=[np.array([label != "incorrect" for label in sims[n].labels], dtype=float)
+                                        for n in three])
+    return ForeignHead(correct, credit, HEAD_VERSION)
+
+
+def grouped(sims: list[Simulated], group: Grouping, folds: int = FOLDS, seed: int = SEED) -> list[list[str]]:
+    """Every answer's verdict from a head fitted without its group's answers (folds of groups, all sets
+    pooled)."""
+    keys = sorted({(n, group(s.corpus, g)) for n, s in enumerate(sims) for g in s.groups})
+    random.Random(seed).shuffle(keys)
+    fold_of = {k: i % folds for i, k in enumerate(keys)}
+    predicted = [[""] * len(s.groups) for s in sims]
+    for k in range(folds):
+        keep = [{g for g in s.groups if fold_of[(n, group(s.corpus, g))] != k} for n, s in enumerate(sims)]
+        head = fit_head(sims, keep)
+        for n, s in enumerate(sims):
+            rows = [i for i, g in enumerate(s.groups) if fold_of[(n, group(s.corpus, g))] == k]
+            for i, v in zip(rows, s.verdicts(None, rows, foreign=head), strict=True):
+                predicted[n][i] = v
+    return predicted
+
+
+def figures(sims: list[Simulated]) -> dict[str, Any]:
+    """Correct-vs-not macro-F1 per set: the decision alone, the head in grouped CV (by question; by
+    module), each set by the others' fit; 3-way macro-F1 where the labels have partial."""
+    by_q, by_m = grouped(sims, by_question), grouped(sims, by_module)
+    out: dict[str, Any] = {
+        "decision_alone": {},
+        "grouped_cv": {},
+        "grouped_cv_by_module": {},
+        "others_fit": {},
+        "grouped_cv_3way": {},
+        "decision_alone_3way": {},
+        "answers": {},
+    }
+    for n, s in enumerate(sims):
+        alone = s.verdicts(None)
+        others = fit_head([t for m, t in enumerate(sims) if m != n])
+        out["decision_alone"][s.corpus] = f1_2way(s, alone)
+        out["grouped_cv"][s.corpus] = f1_2way(s, by_q[n])
+        out["grouped_cv_by_module"][s.corpus] = f1_2way(s, by_m[n])
+        out["others_fit"][s.corpus] = f1_2way(s, s.verdicts(None, foreign=others))
+        out["answers"][s.corpus] = {
+            "all": len(s.groups),
+            "weighed": len(s.foreign_rows()[0]),
+            "questions": len(set(s.groups)),
+        }
+        if "partial" in s.labels:
+            out["grouped_cv_3way"][s.corpus] = macro_f1(s.labels, by_q[n], list(VERDICTS))
+            out["decision_alone_3way"][s.corpus] = macro_f1(s.labels, alone, list(VERDICTS))
+    return {k: {c: round(v, 4) if isinstance(v, float) else v for c, v in d.items()} for k, d in out.items()}
+
+
+def manifest(head: ForeignHead, figs: dict[str, Any], judge: PairJudge) -> dict[str, Any]:
+    """foreign.json: the head's weights, the recipe, the data's hashes and the figures."""
+    return {
+        **head.to_dict(),
+        "recipe": {
+            "l2": L2,
+            "folds": FOLDS,
+            "seed": SEED,
+            "inputs": list(INPUTS),
+            "features": list(FEATURES),
+            "beetle_fold": {
+                "fold": HOLDOUT,
+                "of": HOLDOUT_FOLDS,
+                "judge": TRAIN_HOLDOUT,
+                "judge_version": judge.version,
+                "judge_alone_on_the_fold": judge.manifest.get("asag_heldout"),
+            },
+            "labels": "2-way (correct vs not): the ASAG splits' label_2way, the dev set's correct",
+        },
+        "data": {
+            "beetle_train.jsonl": file_sha256(ASAG_DIR / "beetle_train.jsonl"),
+            "scientsbank_train.jsonl": file_sha256(ASAG_DIR / "scientsbank_train.jsonl"),
+            "dev.jsonl": file_sha256(DEV_PATH),
+        },
+        "figures": figs,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Print the figures; with --write, fit on all three sets and write app/grading/foreign.json."""
+    from ingest.embedder import SentenceTransformerEncoder
+
+    args = sys.argv[1:] if argv is None else argv
+    judge = heldout_judge()
+    sims = simulate_sets(SentenceTransformerEncoder(), judge)
+    figs = figures(sims)
+    print(json.dumps(figs, indent=1))
+    if "--write" in args:
+        FOREIGN_PATH.write_text(json.dumps(manifest(fit_head(sims), figs, judge), indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {FOREIGN_PATH}")
+
+
+if __name__ == "__main__":
+    main()

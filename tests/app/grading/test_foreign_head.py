@@ -1,0 +1,131 @@
+"""The foreign head: questions from outside the bank, graded with no labelled examples."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.grading import Graders, GradingItem, grade, prepare
+from app.grading.decision import FEATURES as DECISION_FEATURES
+from app.grading.examples import MIN_EXAMPLES
+from app.grading.foreign import FOREIGN_PATH, INPUTS, applies, load_foreign
+from app.grading.rubric import attach_neighbours
+from grading_lab.asag import ASAG_DIR
+from grading_lab.examples_cv import DEV_PATH, simulate, split_rows
+from grading_lab.foreign_fit import HEAD_VERSION, by_module, figures, fit_head, heldout_judge
+from grading_lab.judge_train import JUDGE_DIR
+from ingest.identity import file_sha256
+from tests.fakes import FakeEncoder
+
+QUESTION = GradingItem(
+    question="Why does a puddle disappear on a sunny day?",
+    reference_answers=["The sun's heat makes the water evaporate: it turns into water vapour in the air."],
+)
+
+
+def test_the_head_is_for_questions_outside_the_bank_without_enough_examples(fake: FakeEncoder) -> None:
+    inline = prepare(QUESTION, fake)
+    assert applies(inline)
+    bank = [prepare(replace(QUESTION, key="a#1"), fake), prepare(replace(QUESTION, key="a#2"), fake)]
+    attach_neighbours(bank)
+    assert not applies(bank[0])  # a bank question is graded by the decision alone
+    labelled = [(f"answer {i}", "correct" if i % 2 else "incorrect") for i in range(MIN_EXAMPLES)]
+    assert not applies(prepare(replace(QUESTION, examples=labelled), fake))  # the example head's case
+    few = [("the water dries up", "correct"), ("it sinks into the ground", "incorrect")]
+    assert applies(prepare(replace(QUESTION, examples=few), fake))
+
+
+def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
+    manifest = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))
+    assert manifest["features"] == list(INPUTS) and manifest["version"] == HEAD_VERSION
+    for name in ("beetle_train.jsonl", "scientsbank_train.jsonl"):
+        assert manifest["data"][name] == file_sha256(ASAG_DIR / name)
+    assert manifest["data"]["dev.jsonl"] == file_sha256(DEV_PATH)
+    head = load_foreign()
+    assert head.correct.weights.shape == head.credit.weights.shape == (len(INPUTS),)
+    assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "dev_inline"}
+
+
+def test_the_fit_refuses_a_judge_that_saw_the_held_out_questions(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="no held-out judge"):
+        heldout_judge(tmp_path)
+    with pytest.raises(SystemExit, match="not made like the shipped one"):
+        heldout_judge(JUDGE_DIR)
+
+
+def test_by_module_holds_out_a_sciEntsBank_module_together() -> None:
+    assert by_module("scientsbank", "EM_45b") == by_module("scientsbank", "EM_21a") == "EM"
+    assert by_module("beetle_heldout", "BULB_C_VOLTAGE") == "BULB_C_VOLTAGE"
+
+
+PUDDLE = QUESTION
+BULB = GradingItem(
+    question="Why does a bulb go out when the switch is opened?",
+    reference_answers=["Opening the switch breaks the circuit so no current can flow through the bulb."],
+)
+PLANT = GradingItem(
+    question="What does a plant need sunlight for?",
+    reference_answers=["Plants use the energy of sunlight to make their food (sugar) by photosynthesis."],
+)
+WRONG = [  # wrong answers that share the question's subject: the decision alone calls them partial
+    (PUDDLE, "the water soaks into the ground"),
+    (PUDDLE, "the sun does not make it evaporate, it drains away"),
+    (BULB, "the circuit stays closed and current flows"),
+    (PLANT, "it uses sunlight to breathe"),
+]
+
+
+@pytest.mark.slow
+def test_an_inline_question_is_graded_with_the_head(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    rubric = prepare(PUDDLE, real_encoder)
+    answer = "the heat turns the water into vapour which goes into the air"
+    served = grade(rubric, answer, real_encoder)
+    alone = grade(rubric, answer, real_encoder, graders=Graders(no_foreign=True))
+    assert served.grader_version.endswith(f"+{HEAD_VERSION}") and HEAD_VERSION not in alone.grader_version
+    assert served.verdict == "correct"
+    assert grade(prepare(BULB, real_encoder), "the circuit is broken so current stops", real_encoder).verdict == \
+        "correct"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("item", "answer"), WRONG, ids=[a for _, a in WRONG])
+def test_a_wrong_account_of_a_foreign_question_is_incorrect(real_encoder, item: GradingItem, answer: str) -> None:  # type: ignore[no-untyped-def]
+    assert grade(prepare(item, real_encoder), answer, real_encoder).verdict == "incorrect"
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="known weak spot (docs/GRADING.md): right answers to foreign questions in other words "
+                          "than the accepted answer's are still often read as partial, or as wrong", strict=True)
+@pytest.mark.parametrize(("item", "answer"), [
+    (BULB, "there's a gap so electricity can't flow"),
+    (PUDDLE, "the water evaporates because of the heat of the sun"),
+    (PLANT, "to make food through photosynthesis"),
+], ids=["gap", "evaporates", "photosynthesis"])
+def test_a_right_answer_in_other_words_to_a_foreign_question_is_correct(real_encoder, item: GradingItem,  # type: ignore[no-untyped-def]
+                                                                        answer: str) -> None:
+    assert grade(prepare(item, real_encoder), answer, real_encoder).verdict == "correct"
+
+
+@pytest.mark.slow
+def test_the_fit_and_its_figures_run_end_to_end_on_a_slice(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    rows = split_rows("scientsbank")
+    questions = sorted({r["question_id"] for r in rows})[:4]
+    sci = simulate(
+        "scientsbank", real_encoder, with_examples=False, rows=[r for r in rows if r["question_id"] in questions]
+    )
+    beetle_rows = split_rows("beetle")
+    first = sorted({r["question_id"] for r in beetle_rows})[:3]
+    beetle = simulate(
+        "beetle", real_encoder, with_examples=False, rows=[r for r in beetle_rows if r["question_id"] in first]
+    )
+    head = fit_head([sci, beetle])
+    assert np.isfinite(head.correct.weights).all() and head.credit == head.correct  # no partial labels
+    p = head.probabilities(np.array([0.2, 0.5, 0.3]), np.zeros(len(DECISION_FEATURES)))
+    assert p.sum() == pytest.approx(1.0) and (p >= 0).all()
+    figs = figures([sci, beetle])
+    assert set(figs["grouped_cv"]) == {"scientsbank", "beetle"}
+    assert figs["answers"]["scientsbank"]["all"] == len(sci.groups)
