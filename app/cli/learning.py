@@ -159,8 +159,9 @@ def _asag_report(as_json: bool) -> None:
     for name in CORPORA:
         f = figures[name]
         out.print(f"{name:12s} correct-vs-not macro-F1 of the served grader: no examples "
-                  f"{f['served_no_examples_macro_f1_2']:.3f} (decision alone "
-                  f"{f['served_no_examples_decision_alone_macro_f1_2']:.3f}); the question's other answers as examples "
+                  f"{f['served_no_examples_macro_f1_2']:.3f} (the foreign head was fitted on this split's answers: its "
+                  f"grouped CV is below; decision alone {f['served_no_examples_decision_alone_macro_f1_2']:.3f}); "
+                  "the question's other answers as examples "
                   f"{f['served_examples_grouped_cv_macro_f1_2']:.3f} (example head in grouped CV by question; "
                   f"without the head {f['served_examples_without_head_macro_f1_2']:.3f}, head fitted on the other two "
                   f"sets {f['served_examples_other_split_head_macro_f1_2']:.3f})")
@@ -181,8 +182,11 @@ def _asag_report(as_json: bool) -> None:
                   f"fitted on the other sets, {foreign['decision_alone'][name]:.3f} by the decision alone"
                   for name in foreign["grouped_cv"]))
     held = figures["pair_judge_held_out"]
+    recorded = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))["recipe"]["beetle_fold"]
     out.print(f"pair judge on ASAG questions held out of its training: {held}" if held else
-              "pair judge: no held-out figures in its manifest (`tutor models train-judge --holdout 0 --out DIR`)")
+              "pair judge: no held-out figures in its manifest; a training of its recipe without ASAG fold "
+              f"{recorded['fold']} (`{recorded['judge']}`) scored alone on those questions: "
+              f"{json.dumps(recorded['judge_alone_on_the_fold'])}")
 
 
 @appeals_app.command("list")
