@@ -87,6 +87,20 @@ class Simulated:
         return np.array(rows, dtype=int), np.array(x).reshape(len(rows), len(FOREIGN_INPUTS))
 
 
+def concat(sims: list[Simulated], name: str) -> Simulated:
+    """Simulations of one corpus's parts (graded with one decision) as one set, its answers in order."""
+    cases: dict[int, tuple[Rubric, str, Judged]] = {}
+    offset = 0
+    for sim in sims:
+        cases.update({offset + i: case for i, case in sim.cases.items()})
+        offset += len(sim.groups)
+    if len({id(s.decision) for s in sims}) > 1:
+        raise ValueError("the parts were graded with different decisions")
+    return Simulated(name, [g for s in sims for g in s.groups], np.concatenate([s.correct for s in sims]),
+                     [v for s in sims for v in s.settled], cases, sims[0].decision,
+                     [label for s in sims for label in s.labels])
+
+
 def split_rows(corpus: str) -> list[dict[str, Any]]:
     text = (ASAG_DIR / f"{corpus}_train.jsonl").read_text(encoding="utf-8")
     return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -7,9 +7,10 @@ since the decision leans on the judge and a judge reading its own training answe
 new ones:
 
 - SciEntsBank's training split: the judge never trained on it;
-- Beetle's training answers to the questions of ASAG fold 0, read by a judge trained like the
-  shipped one without them (`tutor models train-judge --holdout 0 --no-measure --out
-  data/cache/judge-holdout0`); the shipped judge trained on every Beetle training answer;
+- Beetle's training answers to the questions of ASAG folds 0 and 1 (HOLDOUTS), each fold read by a
+  judge trained like the shipped one without it (`tutor models train-judge --holdout K --no-measure
+  --out data/cache/judge-holdoutK`, about 25 minutes each on 2 cores); the shipped judge trained on
+  every Beetle training answer;
 - the dev set, each question passed as the inline form passes it (text and accepted answers only):
   the judge never trained on it (the decision did, so this part flatters the decision).
 
@@ -36,7 +37,7 @@ from app.grading.decision import VERDICTS
 from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, ForeignHead
 from app.grading.pairjudge import PairJudge, default_judge
 from grading_lab.asag import ASAG_DIR
-from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, simulate, simulate_dev, split_rows
+from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, concat, simulate, simulate_dev, split_rows
 from grading_lab.examples_fit import L2, f1_2way, fit_logistic_head
 from grading_lab.judge_train import HOLDOUT_FOLDS, Recipe, asag_label, holdout_fold
 from grading_lab.logreg import macro_f1
@@ -45,9 +46,17 @@ from ingest.identity import file_sha256
 
 HEAD_VERSION = "foreign-1"
 FOLDS = 5  # folds of questions for the head's cross-validation
-HOLDOUT = 0  # the ASAG fold the held-out judge never saw
-HOLDOUT_JUDGE = DATA_DIR / "cache" / f"judge-holdout{HOLDOUT}"
-TRAIN_HOLDOUT = f"tutor models train-judge --holdout {HOLDOUT} --no-measure --out data/cache/judge-holdout{HOLDOUT}"
+HOLDOUTS = (0, 1)  # the ASAG folds whose Beetle questions the fit reads, each with a judge that never saw it
+
+
+def holdout_dir(fold: int) -> Path:
+    """Where the judge trained without ASAG fold `fold` is kept (not shipped; rebuilt by `train_holdout`)."""
+    return DATA_DIR / "cache" / f"judge-holdout{fold}"
+
+
+def train_holdout(fold: int) -> str:
+    """The command that trains the judge without ASAG fold `fold`."""
+    return f"tutor models train-judge --holdout {fold} --no-measure --out data/cache/judge-holdout{fold}"
 
 Grouping = Callable[[str, str], str]  # (set, question) -> the group a fold holds out whole
 
@@ -61,28 +70,38 @@ def by_module(corpus: str, question: str) -> str:
     return question.split("_")[0] if corpus == "scientsbank" else question
 
 
-def heldout_judge(folder: Path = HOLDOUT_JUDGE) -> PairJudge:
-    """The judge trained like the shipped one, less ASAG fold HOLDOUT; refuses one made otherwise."""
+def heldout_judge(fold: int, folder: Path | None = None) -> PairJudge:
+    """The judge trained like the shipped one, less ASAG fold `fold`; refuses one made otherwise."""
+    folder = folder or holdout_dir(fold)
     if not (folder / "judge.json").is_file():
-        raise SystemExit(f"no held-out judge in {folder} (run `{TRAIN_HOLDOUT}`, about 35 minutes on 2 cores)")
+        raise SystemExit(f"no held-out judge in {folder} (run `{train_holdout(fold)}`, about 25 minutes on 2 cores)")
     judge = PairJudge(folder)
     shipped = default_judge()
     made = lambda j: (j.manifest["data"], {**asdict(Recipe()), **j.manifest["recipe"], "holdout": None})  # noqa: E731
-    if judge.manifest["recipe"].get("holdout") != HOLDOUT or made(judge) != made(shipped):
-        raise SystemExit(
-            f"the judge in {folder} was not made like the shipped one less fold {HOLDOUT} (run `{TRAIN_HOLDOUT}`)"
-        )
+    if judge.manifest["recipe"].get("holdout") != fold or made(judge) != made(shipped):
+        raise SystemExit(f"the judge in {folder} was not made like the shipped one less fold {fold} "
+                         f"(run `{train_holdout(fold)}`)")
     return judge
 
 
-def simulate_sets(encoder: Encoder, judge: PairJudge | None = None) -> list[Simulated]:
-    """SciEntsBank, Beetle's held-out questions (read by the held-out judge) and the dev set inline, each
+def beetle_heldout(encoder: Encoder, judges: dict[int, PairJudge]) -> Simulated:
+    """Beetle's answers to the questions of the folds in `judges`, each fold read by its judge, with their
+    3-way labels (Beetle's 5-way labels tell partial from incorrect)."""
+    rows = split_rows("beetle")
+    parts = []
+    for fold, judge in sorted(judges.items()):
+        mine = [r for r in rows if holdout_fold(f"beetle:{r['question_id']}", Recipe.seed) == fold]
+        sim = simulate("beetle", encoder, Graders(judge=judge), with_examples=False, rows=mine)
+        parts.append(replace(sim, labels=[asag_label(r) for r in mine]))
+    return concat(parts, "beetle_heldout")
+
+
+def simulate_sets(encoder: Encoder, judges: dict[int, PairJudge] | None = None) -> list[Simulated]:
+    """SciEntsBank, Beetle's held-out questions (read by the held-out judges) and the dev set inline, each
     graded with no labelled examples."""
-    beetle = [r for r in split_rows("beetle") if holdout_fold(f"beetle:{r['question_id']}", Recipe.seed) == HOLDOUT]
-    held = simulate("beetle", encoder, Graders(judge=judge or heldout_judge()), with_examples=False, rows=beetle)
-    three_way = [asag_label(r) for r in beetle]  # Beetle's 5-way labels tell partial from incorrect
-    return [simulate("scientsbank", encoder, with_examples=False),
-            replace(held, corpus="beetle_heldout", labels=three_way), simulate_dev(encoder, inline=True)]
+    judges = judges if judges is not None else {fold: heldout_judge(fold) for fold in HOLDOUTS}
+    return [simulate("scientsbank", encoder, with_examples=False), beetle_heldout(encoder, judges),
+            simulate_dev(encoder, inline=True)]
 
 
 def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> ForeignHead:
@@ -148,7 +167,7 @@ def figures(sims: list[Simulated]) -> dict[str, Any]:
     return {k: {c: round(v, 4) if isinstance(v, float) else v for c, v in d.items()} for k, d in out.items()}
 
 
-def manifest(head: ForeignHead, figs: dict[str, Any], judge: PairJudge) -> dict[str, Any]:
+def manifest(head: ForeignHead, figs: dict[str, Any], judges: dict[int, PairJudge]) -> dict[str, Any]:
     """foreign.json: the head's weights, the recipe, the data's hashes and the figures."""
     return {
         **head.to_dict(),
@@ -158,13 +177,10 @@ def manifest(head: ForeignHead, figs: dict[str, Any], judge: PairJudge) -> dict[
             "seed": SEED,
             "inputs": list(INPUTS),
             "features": list(FEATURES),
-            "beetle_fold": {
-                "fold": HOLDOUT,
-                "of": HOLDOUT_FOLDS,
-                "judge": TRAIN_HOLDOUT,
-                "judge_version": judge.version,
-                "judge_alone_on_the_fold": judge.manifest.get("asag_heldout"),
-            },
+            "beetle_folds": [{"fold": fold, "of": HOLDOUT_FOLDS, "judge": train_holdout(fold),
+                              "judge_version": judge.version,
+                              "judge_alone_on_the_fold": judge.manifest.get("asag_heldout")}
+                             for fold, judge in sorted(judges.items())],
             "labels": "2-way (correct vs not): the ASAG splits' label_2way, the dev set's correct",
         },
         "data": {
@@ -181,12 +197,12 @@ def main(argv: list[str] | None = None) -> None:
     from ingest.embedder import SentenceTransformerEncoder
 
     args = sys.argv[1:] if argv is None else argv
-    judge = heldout_judge()
-    sims = simulate_sets(SentenceTransformerEncoder(), judge)
+    judges = {fold: heldout_judge(fold) for fold in HOLDOUTS}
+    sims = simulate_sets(SentenceTransformerEncoder(), judges)
     figs = figures(sims)
     print(json.dumps(figs, indent=1))
     if "--write" in args:
-        FOREIGN_PATH.write_text(json.dumps(manifest(fit_head(sims), figs, judge), indent=1) + "\n", encoding="utf-8")
+        FOREIGN_PATH.write_text(json.dumps(manifest(fit_head(sims), figs, judges), indent=1) + "\n", encoding="utf-8")
         print(f"wrote {FOREIGN_PATH}")
 
 

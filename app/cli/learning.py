@@ -182,11 +182,11 @@ def _asag_report(as_json: bool) -> None:
                   f"fitted on the other sets, {foreign['decision_alone'][name]:.3f} by the decision alone"
                   for name in foreign["grouped_cv"]))
     held = figures["pair_judge_held_out"]
-    recorded = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))["recipe"]["beetle_fold"]
+    recorded = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))["recipe"]["beetle_folds"]
     out.print(f"pair judge on ASAG questions held out of its training: {held}" if held else
-              "pair judge: no held-out figures in its manifest; a training of its recipe without ASAG fold "
-              f"{recorded['fold']} (`{recorded['judge']}`) scored alone on those questions: "
-              f"{json.dumps(recorded['judge_alone_on_the_fold'])}")
+              "pair judge: no held-out figures in its manifest; trainings of its recipe without one ASAG fold "
+              "scored alone on that fold's questions: " + "; ".join(
+                  f"`{r['judge']}`: {json.dumps(r['judge_alone_on_the_fold'])}" for r in recorded))
 
 
 @appeals_app.command("list")

@@ -10,9 +10,9 @@ model's logits, the pair judge's reading, cosine and word coverage of the accept
 and gives P(correct) and P(correct or partial), two logistic regressions (the example head gives
 P(correct) for a question with labelled examples).
 
-It is a logistic regression fitted by `python -m grading_lab.foreign_fit` on answers whose judge
-readings are honest (the judge never trained on them): SciEntsBank's training split, the Beetle
-questions a judge trained without them reads, and the dev set graded inline; its figures come from
+Both are fitted by `python -m grading_lab.foreign_fit` on answers whose judge readings are honest
+(the judge never trained on them): SciEntsBank's training split, Beetle questions read by judges
+trained without them, and the dev set graded inline; its figures come from
 cross-validation grouped by question (and by SciEntsBank module, for questions of another domain).
 It applies only to a question outside the bank (a rubric with no bank neighbours) without enough
 labelled examples for the example head; a bank question is graded by the decision alone.

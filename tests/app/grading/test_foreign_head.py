@@ -15,7 +15,7 @@ from app.grading.examples import MIN_EXAMPLES
 from app.grading.foreign import FOREIGN_PATH, INPUTS, applies, load_foreign
 from app.grading.rubric import attach_neighbours
 from grading_lab.asag import ASAG_DIR
-from grading_lab.examples_cv import DEV_PATH, simulate, split_rows
+from grading_lab.examples_cv import DEV_PATH, concat, simulate, split_rows
 from grading_lab.foreign_fit import HEAD_VERSION, by_module, figures, fit_head, heldout_judge
 from grading_lab.judge_train import JUDGE_DIR
 from ingest.identity import file_sha256
@@ -52,9 +52,9 @@ def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
 
 def test_the_fit_refuses_a_judge_that_saw_the_held_out_questions(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="no held-out judge"):
-        heldout_judge(tmp_path)
+        heldout_judge(0, tmp_path)
     with pytest.raises(SystemExit, match="not made like the shipped one"):
-        heldout_judge(JUDGE_DIR)
+        heldout_judge(0, JUDGE_DIR)
 
 
 def test_by_module_holds_out_a_sciEntsBank_module_together() -> None:
@@ -119,9 +119,11 @@ def test_the_fit_and_its_figures_run_end_to_end_on_a_slice(real_encoder) -> None
     )
     beetle_rows = split_rows("beetle")
     first = sorted({r["question_id"] for r in beetle_rows})[:3]
-    beetle = simulate(
-        "beetle", real_encoder, with_examples=False, rows=[r for r in beetle_rows if r["question_id"] in first]
-    )
+    parts = [simulate("beetle", real_encoder, with_examples=False,
+                      rows=[r for r in beetle_rows if r["question_id"] == q]) for q in first]
+    beetle = concat(parts, "beetle")  # as the fit joins Beetle's folds, each read by its own judge
+    assert beetle.groups == [g for p in parts for g in p.groups]
+    assert beetle.verdicts(None) == [v for p in parts for v in p.verdicts(None)]
     head = fit_head([sci, beetle])
     assert np.isfinite(head.correct.weights).all() and head.credit == head.correct  # no partial labels
     p = head.probabilities(np.array([0.2, 0.5, 0.3]), np.zeros(len(DECISION_FEATURES)))
