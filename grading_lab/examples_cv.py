@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from app.grading.foreign import INPUTS as FOREIGN_INPUTS
 from app.grading.foreign import ForeignHead, applies
 from app.grading.foreign import head_input as foreign_input
 from app.grading.grader import Judged, decide, decision_input, vetoed
+from app.grading.judge import Evidence
 from app.grading.rubric import attach_neighbours
 from grading_lab.asag import ASAG_DIR, caching_encoder
 from ingest.embedder import Encoder
@@ -66,25 +67,26 @@ class Simulated:
 
     def head_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """The answers the example head weighs (indices) and its input for each."""
-        rows, x = [], []
-        for i, (rubric, _, (ev, on_refs, on_wrongs)) in sorted(self.cases.items()):
-            probs = self.decision.probabilities(decision_input(ev, on_refs, on_wrongs))
-            if vetoed(ev) or ev.adopted is not None or not usable(rubric):
-                continue
-            rows.append(i)
-            x.append(head_input(probs, example_features(rubric, ev.sig.example_sims)))
-        return np.array(rows, dtype=int), np.array(x).reshape(len(rows), len(INPUTS))
+        return self._weighed(usable, lambda rubric, ev, probs, _: head_input(
+            probs, example_features(rubric, ev.sig.example_sims)), len(INPUTS))
 
     def foreign_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """The answers the foreign head weighs (indices) and its input for each."""
-        rows, x = [], []
+        return self._weighed(applies, lambda _, ev, probs, x: foreign_input(probs, x), len(FOREIGN_INPUTS))
+
+    def _weighed(self, weighs: Callable[[Rubric], bool],
+                 head_input_of: Callable[[Rubric, Evidence, np.ndarray, np.ndarray], np.ndarray],
+                 width: int) -> tuple[np.ndarray, np.ndarray]:
+        """The answers a head weighs (those no sure check settles, on a question it `weighs`) and its input
+        for each, from the rubric, the evidence and the decision's probabilities and input."""
+        rows, xs = [], []
         for i, (rubric, _, (ev, on_refs, on_wrongs)) in sorted(self.cases.items()):
-            if vetoed(ev) or ev.adopted is not None or not applies(rubric):
+            if vetoed(ev) or ev.adopted is not None or not weighs(rubric):
                 continue
-            features = decision_input(ev, on_refs, on_wrongs)
+            x = decision_input(ev, on_refs, on_wrongs)
             rows.append(i)
-            x.append(foreign_input(self.decision.probabilities(features), features))
-        return np.array(rows, dtype=int), np.array(x).reshape(len(rows), len(FOREIGN_INPUTS))
+            xs.append(head_input_of(rubric, ev, self.decision.probabilities(x), x))
+        return np.array(rows, dtype=int), np.array(xs).reshape(len(rows), width)
 
 
 def concat(sims: list[Simulated], name: str) -> Simulated:

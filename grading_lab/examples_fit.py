@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ import numpy as np
 
 from app.grading.decision import VERDICTS
 from app.grading.examples import EXAMPLES_PATH, INPUTS, MIN_EXAMPLES, NEAREST, TEMPERATURE, ExampleHead
-from app.grading.heads import H
+from app.grading.heads import H, T
 from grading_lab.asag import ASAG_DIR, CORPORA
 from grading_lab.examples_cv import DEV_PATH, EXAMPLE_FOLDS, SEED, Simulated, simulate, simulate_dev
 from grading_lab.logreg import fit_logistic, macro_f1, standardiser
@@ -102,19 +103,34 @@ def _confusion(sim: Simulated, verdicts: list[str]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED) -> HeadFigures:
-    """The head's figures: folds of questions over the splits pooled, and each split by the other's fit."""
-    keys = sorted({(n, g) for n, sim in enumerate(sims) for g in sim.groups})
+Grouping = Callable[[str, str], str]  # (set, question) -> the group a fold holds out whole
+
+
+def by_question(corpus: str, question: str) -> str:
+    return question
+
+
+def grouped_verdicts(sims: list[Simulated], fit: Callable[[list[Simulated], list[set[str]]], T],
+                     verdicts: Callable[[Simulated, T, list[int]], list[str]], group: Grouping = by_question,
+                     folds: int = FOLDS, seed: int = SEED) -> list[list[str]]:
+    """Every answer's verdict (per set) from a head fitted without its group's answers: folds of groups,
+    all sets pooled. `fit` fits a head on the questions kept per set; `verdicts` grades a set's rows with it."""
+    keys = sorted({(n, group(s.corpus, g)) for n, s in enumerate(sims) for g in s.groups})
     random.Random(seed).shuffle(keys)
     fold_of = {k: i % folds for i, k in enumerate(keys)}
-    predicted: list[list[str]] = [[""] * len(sim.groups) for sim in sims]
+    predicted = [[""] * len(s.groups) for s in sims]
     for k in range(folds):
-        keep = [{g for (n2, g), f in fold_of.items() if n2 == n and f != k} for n in range(len(sims))]
-        head = fit_head(sims, keep)
-        for n, sim in enumerate(sims):
-            rows = [i for i, g in enumerate(sim.groups) if fold_of[(n, g)] == k]
-            for i, v in zip(rows, sim.verdicts(head, rows), strict=True):
+        head = fit(sims, [{g for g in s.groups if fold_of[(n, group(s.corpus, g))] != k} for n, s in enumerate(sims)])
+        for n, s in enumerate(sims):
+            rows = [i for i, g in enumerate(s.groups) if fold_of[(n, group(s.corpus, g))] == k]
+            for i, v in zip(rows, verdicts(s, head, rows), strict=True):
                 predicted[n][i] = v
+    return predicted
+
+
+def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED) -> HeadFigures:
+    """The head's figures: folds of questions over the splits pooled, and each split by the other's fit."""
+    predicted = grouped_verdicts(sims, fit_head, lambda s, head, rows: s.verdicts(head, rows), folds=folds, seed=seed)
     cross = {}
     for n, sim in enumerate(sims):
         others = [s for m, s in enumerate(sims) if m != n]

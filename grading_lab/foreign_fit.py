@@ -22,9 +22,7 @@ the unseen-domains split holds out domains); and each set graded by the head fit
 from __future__ import annotations
 
 import json
-import random
 import sys
-from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +36,7 @@ from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, Fore
 from app.grading.pairjudge import PairJudge, default_judge
 from grading_lab.asag import ASAG_DIR
 from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, concat, simulate, simulate_dev, split_rows
-from grading_lab.examples_fit import L2, f1_2way, fit_logistic_head
+from grading_lab.examples_fit import L2, Grouping, by_question, f1_2way, fit_logistic_head, grouped_verdicts
 from grading_lab.judge_train import HOLDOUT_FOLDS, Recipe, asag_label, holdout_fold
 from grading_lab.logreg import macro_f1
 from ingest.embedder import Encoder
@@ -57,13 +55,6 @@ def holdout_dir(fold: int) -> Path:
 def train_holdout(fold: int) -> str:
     """The command that trains the judge without ASAG fold `fold`."""
     return f"tutor models train-judge --holdout {fold} --no-measure --out data/cache/judge-holdout{fold}"
-
-Grouping = Callable[[str, str], str]  # (set, question) -> the group a fold holds out whole
-
-
-def by_question(corpus: str, question: str) -> str:
-    return question
-
 
 def by_module(corpus: str, question: str) -> str:
     """SciEntsBank's questions by module (the id's prefix, "EM_45b" -> "EM"); the others by question."""
@@ -120,20 +111,10 @@ def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> Forei
 
 
 def grouped(sims: list[Simulated], group: Grouping, folds: int = FOLDS, seed: int = SEED) -> list[list[str]]:
-    """Every answer's verdict from a head fitted without its group's answers (folds of groups, all sets
-    pooled)."""
-    keys = sorted({(n, group(s.corpus, g)) for n, s in enumerate(sims) for g in s.groups})
-    random.Random(seed).shuffle(keys)
-    fold_of = {k: i % folds for i, k in enumerate(keys)}
-    predicted = [[""] * len(s.groups) for s in sims]
-    for k in range(folds):
-        keep = [{g for g in s.groups if fold_of[(n, group(s.corpus, g))] != k} for n, s in enumerate(sims)]
-        head = fit_head(sims, keep)
-        for n, s in enumerate(sims):
-            rows = [i for i, g in enumerate(s.groups) if fold_of[(n, group(s.corpus, g))] == k]
-            for i, v in zip(rows, s.verdicts(None, rows, foreign=head), strict=True):
-                predicted[n][i] = v
-    return predicted
+    """Every answer's verdict from a foreign head fitted without its group's answers (folds of groups, all
+    sets pooled)."""
+    return grouped_verdicts(sims, fit_head, lambda s, head, rows: s.verdicts(None, rows, foreign=head), group,
+                            folds, seed)
 
 
 def figures(sims: list[Simulated]) -> dict[str, Any]:

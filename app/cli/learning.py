@@ -150,7 +150,8 @@ def _asag_report(as_json: bool) -> None:
                                     "grouped_cv_macro_f1_2": round(head.grouped_cv["dev"], 4),
                                     "without_head_macro_f1_3": round(head.grouped_cv_3way["dev_without_head"], 4),
                                     "grouped_cv_macro_f1_3": round(head.grouped_cv_3way["dev"], 4)}
-    figures["foreign_head_recorded"] = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))["figures"]
+    foreign_manifest = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))
+    figures["foreign_head_recorded"] = foreign_manifest["figures"]
     manifest = json.loads((get_settings().judge_dir / "judge.json").read_text(encoding="utf-8"))
     figures["pair_judge_held_out"] = manifest.get("asag_heldout")
     if as_json:
@@ -182,7 +183,7 @@ def _asag_report(as_json: bool) -> None:
                   f"fitted on the other sets, {foreign['decision_alone'][name]:.3f} by the decision alone"
                   for name in foreign["grouped_cv"]))
     held = figures["pair_judge_held_out"]
-    recorded = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))["recipe"]["beetle_folds"]
+    recorded = foreign_manifest["recipe"]["beetle_folds"]
     out.print(f"pair judge on ASAG questions held out of its training: {held}" if held else
               "pair judge: no held-out figures in its manifest; trainings of its recipe without one ASAG fold "
               "scored alone on that fold's questions: " + "; ".join(

@@ -116,4 +116,4 @@ class ExampleHead(LogisticHead):
 
 def load_head(path: Path = EXAMPLES_PATH) -> ExampleHead:
     """The committed example head."""
-    return load(ExampleHead, path)
+    return load(ExampleHead.from_dict, path)

@@ -20,9 +20,7 @@ labelled examples for the example head; a bank question is graded by the decisio
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +28,7 @@ import numpy as np
 
 from app.grading.decision import FEATURES as DECISION_FEATURES
 from app.grading.examples import usable
-from app.grading.heads import LogisticHead, decision_log_odds
+from app.grading.heads import LogisticHead, decision_log_odds, load
 from app.grading.rubric import Rubric
 
 FOREIGN_PATH = Path(__file__).with_name("foreign.json")
@@ -103,7 +101,6 @@ class ForeignHead:
         return cls(CreditHead.from_dict(d["correct"]), CreditHead.from_dict(d["credit"]), str(d["version"]))
 
 
-@lru_cache(maxsize=4)
 def load_foreign(path: Path = FOREIGN_PATH) -> ForeignHead:
     """The committed foreign head."""
-    return ForeignHead.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    return load(ForeignHead.from_dict, path)

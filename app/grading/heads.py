@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy as np
 from app.grading.decision import VERDICTS
 
 H = TypeVar("H", bound="LogisticHead")
+T = TypeVar("T")
 
 
 def log_odds(p: float) -> float:
@@ -73,9 +75,9 @@ class LogisticHead:
 
 
 @lru_cache(maxsize=8)
-def load(cls: type[H], path: Path) -> H:
-    """A committed head's weights (read once per process)."""
-    return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
+def load(from_dict: Callable[[dict[str, Any]], T], path: Path) -> T:
+    """A committed head's weights, read by its class's `from_dict` (once per process)."""
+    return from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
 def with_p_correct(decision_probs: np.ndarray, p_c: float) -> np.ndarray:
