@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from app.config import DATA_DIR
+from app.config import DATA_DIR, PROJECT_ROOT
 from app.grading import Graders
 from app.grading.decision import VERDICTS
 from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, ForeignHead
@@ -54,7 +54,9 @@ def holdout_dir(fold: int) -> Path:
 
 def train_holdout(fold: int) -> str:
     """The command that trains the judge without ASAG fold `fold`."""
-    return f"tutor models train-judge --holdout {fold} --no-measure --out data/cache/judge-holdout{fold}"
+    out = holdout_dir(fold).relative_to(PROJECT_ROOT)
+    return f"tutor models train-judge --holdout {fold} --no-measure --out {out}"
+
 
 def by_module(corpus: str, question: str) -> str:
     """SciEntsBank's questions by module (the id's prefix, "EM_45b" -> "EM"); the others by question."""
