@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from app.config import Settings
 from app.grading.decision import VERDICTS
 from ingest.identity import file_sha256
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 JUDGE_LABELS = VERDICTS  # the judge's classes are the verdicts, in the same order
 MANIFEST = "judge.json"
@@ -59,24 +63,23 @@ class PairJudge:
     def __init__(self, folder: Path, threads: int | None = None) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import onnxruntime as ort
-        from tokenizers import Tokenizer
 
         self.manifest = read_judge_manifest(folder)
         if tuple(self.manifest.get("labels", ())) != JUDGE_LABELS:
             raise JudgeArtifactError(f"the pair judge's labels {self.manifest.get('labels')} are not {JUDGE_LABELS}")
         self.version = f"{self.manifest['recipe']['version']}@{self.manifest['onnx_sha256'][:12]}"
-        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        padding = tokenizer.padding
-        self._pad_id = int(padding["pad_id"]) if padding else 0
-        tokenizer.no_padding()
-        max_length = int(self.manifest.get("max_length", MAX_LENGTH))
         # As in training: the first text (accepted answer, then question) is cut. An answer too long
-        # to fit even alone is cut too (the longer of the two first), by a second tokenizer.
-        tokenizer.enable_truncation(max_length=max_length, strategy="only_first")
-        fallback = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        fallback.no_padding()
-        fallback.enable_truncation(max_length=max_length, strategy="longest_first")
-        self._tokenizer, self._fallback = tokenizer, fallback
+        # to fit even alone is cut too (the longer of the two first), by a second tokenizer, built
+        # from the same text the first time an answer needs it: each tokenizer holds about 6 MB, for
+        # answers that are rare (resident memory after the load: bench/compare_commits.py).
+        self._tokenizer_json = (folder / "tokenizer.json").read_text(encoding="utf-8")
+        self._max_length = int(self.manifest.get("max_length", MAX_LENGTH))
+        self._tokenizer = self._new_tokenizer("only_first")
+        padding = self._tokenizer.padding
+        self._pad_id = int(padding["pad_id"]) if padding else 0
+        self._tokenizer.no_padding()
+        self._fallback: Tokenizer | None = None
+        self._fallback_lock = threading.Lock()
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
@@ -92,7 +95,7 @@ class PairJudge:
         try:
             encodings = self._tokenizer.encode_batch(pairs)
         except Exception:  # the tokenizers library raises a bare Exception when `only_first` cannot fit
-            encodings = self._fallback.encode_batch(pairs)
+            encodings = self._longest_first().encode_batch(pairs)
         width = max(len(e.ids) for e in encodings)
         ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
         mask = np.zeros_like(ids)
@@ -104,6 +107,24 @@ class PairJudge:
         logits = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
         shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
         return (shifted / shifted.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+    def _new_tokenizer(self, strategy: str) -> Tokenizer:
+        """A tokenizer of the judge's, truncating pairs to its input length by `strategy`."""
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_str(self._tokenizer_json)
+        tokenizer.enable_truncation(max_length=self._max_length, strategy=strategy)
+        return tokenizer
+
+    def _longest_first(self) -> Tokenizer:
+        """The fallback tokenizer, built once, on first need (concurrent callers wait for one build)."""
+        with self._fallback_lock:
+            if self._fallback is None:
+                fallback = self._new_tokenizer("longest_first")
+                fallback.no_padding()
+                self._fallback = fallback
+            return self._fallback
 
 
 @lru_cache(maxsize=2)

@@ -33,6 +33,33 @@ def test_the_committed_judge_loads_and_gives_probabilities(judge_copy: Path) -> 
     assert judge.probabilities([]).shape == (0, len(JUDGE_LABELS))
 
 
+def test_an_answer_too_long_to_fit_alone_is_cut_longest_first_as_in_training(judge_copy: Path) -> None:
+    """The fallback tokenizer is built only when an answer needs it, and cuts as `longest_first` does."""
+    from tokenizers import Tokenizer
+
+    judge = PairJudge(judge_copy)
+    question, reference = "What does all-gather do?", "every rank ends with all ranks' chunks"
+    judge.probabilities([(question, reference, "each rank gets the full tensor")])
+    assert judge._fallback is None  # a short answer fits: no second tokenizer held
+    long_answer = "every rank receives the chunk of every other rank, so all of them hold it " * 20
+    got = judge.probabilities([(question, reference, long_answer)])
+    assert judge._fallback is not None
+
+    expected = Tokenizer.from_file(str(judge_copy / "tokenizer.json"))
+    expected.no_padding()
+    expected.enable_truncation(max_length=int(judge.manifest.get("max_length", 160)), strategy="longest_first")
+    e = expected.encode(f"{reference} (question: {question})", long_answer)
+    feeds = {"input_ids": np.array([e.ids]), "attention_mask": np.array([e.attention_mask]),
+             "token_type_ids": np.array([e.type_ids])}
+    inputs = {i.name for i in judge._session.get_inputs()}
+    logits = judge._session.run(None, {k: v.astype(np.int64) for k, v in feeds.items() if k in inputs})[0]
+    want = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+    assert np.allclose(got, want, atol=1e-5)
+    fallback = judge._fallback
+    judge.probabilities([(question, reference, long_answer)])
+    assert judge._fallback is fallback  # built once
+
+
 def test_a_flipped_byte_in_the_model_is_refused(judge_copy: Path) -> None:
     model = judge_copy / ONNX_FILE
     data = bytearray(model.read_bytes())
