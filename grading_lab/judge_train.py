@@ -79,6 +79,9 @@ class Recipe:
     # Keep only the base model's first `layers` transformer layers (None: all of them): a shallower
     # judge costs proportionally less per graded answer.
     layers: int | None = None
+    # The judge's first text carries the question after the accepted answer (False: the accepted
+    # answer alone, a shorter input and so a cheaper pass; app/grading/pairjudge.py: pair_text).
+    question: bool = True
 
 
 HOLDOUT_FOLDS = 5
@@ -216,10 +219,11 @@ def _batches(pairs: list[Pair], size: int, rng: random.Random) -> list[list[Pair
     return batches
 
 
-def encode_pairs(tokenizer: Any, pairs: Sequence[Pair], max_length: int) -> Any:
+def encode_pairs(tokenizer: Any, pairs: Sequence[Pair], max_length: int, with_question: bool = True) -> Any:
     """Token ids of the pairs, as the served judge makes them: the first text is cut, and an answer too
     long to fit even alone is cut too (app/grading/pairjudge.py does the same)."""
-    first, second = [pair_text(p.question, p.reference) for p in pairs], [p.answer for p in pairs]
+    first = [pair_text(p.question, p.reference, with_question) for p in pairs]
+    second = [p.answer for p in pairs]
     try:
         return tokenizer(first, second, truncation="only_first", max_length=max_length, padding=True,
                          return_tensors="pt")
@@ -253,7 +257,7 @@ def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print
     step, started = 0, time.monotonic()
     for epoch in range(recipe.epochs):
         for batch in _batches(pairs, recipe.batch_size, rng):
-            enc = encode_pairs(tokenizer, batch, recipe.max_length)
+            enc = encode_pairs(tokenizer, batch, recipe.max_length, recipe.question)
             labels = torch.tensor([JUDGE_LABELS.index(p.label) for p in batch])
             loss = loss_fn(model(**enc).logits, labels)
             loss.backward()
@@ -314,7 +318,8 @@ def agreement(model_dir: Path, judge: PairJudge, pairs: list[Pair]) -> dict[str,
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForSequenceClassification.from_pretrained(str(model_dir)).eval()
     with torch.no_grad():
-        ref = torch.softmax(model(**encode_pairs(tokenizer, pairs, MAX_LENGTH)).logits, dim=-1).numpy()
+        ref = torch.softmax(model(**encode_pairs(tokenizer, pairs, MAX_LENGTH, judge.with_question)).logits,
+                            dim=-1).numpy()
     got = judge.probabilities([(p.question, p.reference, p.answer) for p in pairs])
     return {"same_label": float(np.mean(ref.argmax(1) == got.argmax(1))), "max_gap": float(np.abs(ref - got).max())}
 

@@ -304,6 +304,9 @@ def models_train_judge(
     written_contrasts: Annotated[int, typer.Option(
         help="also train on a negation and a swap of each written right answer, this many times (for comparison)")]
         = 0,
+    question: Annotated[bool, typer.Option(
+        help="the judge reads the question after the accepted answer (--no-question: a shorter input, for comparison)")]
+        = True,
 ) -> None:
     """Rebuild the grader's pair judge from data in the repository, with a fixed seed."""
     from dataclasses import replace
@@ -317,11 +320,12 @@ def models_train_judge(
             typer.echo(f"cross-fitted judge {fold} written to {target}")
         typer.echo("now fit the decision: python -m grading_lab.decision_fit --write")
         return
-    recipe = replace(Recipe(), holdout=holdout, layers=layers, written_contrasts_repeat=written_contrasts)
+    recipe = replace(Recipe(), holdout=holdout, layers=layers, written_contrasts_repeat=written_contrasts,
+                     question=question)
     if epochs is not None:
         recipe = replace(recipe, epochs=epochs)
-    if (holdout is not None or layers is not None or written_contrasts) and out is None:
-        err.print("[red]a held-out, shallower or other-data run needs --out: it is not the shipped judge[/]")
+    if (holdout is not None or layers is not None or written_contrasts or not question) and out is None:
+        err.print("[red]a held-out, shallower, other-input or other-data run needs --out: not the shipped judge[/]")
         raise typer.Exit(2)
     target = out or JUDGE_DIR
     manifest = train_judge(target, recipe, log=err.print, measure=measure)

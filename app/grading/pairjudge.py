@@ -37,9 +37,12 @@ class JudgeArtifactError(RuntimeError):
     """The judge's files are missing, or do not match the hashes in its manifest."""
 
 
-def pair_text(question: str, reference: str) -> str:
-    """The first text the judge reads: the accepted answer, then the question (cut first when long)."""
-    return f"{reference} (question: {question})"
+def pair_text(question: str, reference: str, with_question: bool = True) -> str:
+    """The first text the judge reads: the accepted answer, then the question (cut first when long).
+
+    Without the question (a judge trained so: its recipe's `question` is false), the accepted answer alone.
+    """
+    return f"{reference} (question: {question})" if with_question else reference
 
 
 def read_judge_manifest(folder: Path) -> dict[str, Any]:
@@ -68,6 +71,7 @@ class PairJudge:
         if tuple(self.manifest.get("labels", ())) != JUDGE_LABELS:
             raise JudgeArtifactError(f"the pair judge's labels {self.manifest.get('labels')} are not {JUDGE_LABELS}")
         self.version = f"{self.manifest['recipe']['version']}@{self.manifest['onnx_sha256'][:12]}"
+        self.with_question = bool(self.manifest["recipe"].get("question", True))  # read as it was trained
         # As in training: the first text (accepted answer, then question) is cut. An answer too long
         # to fit even alone is cut too (the longer of the two first), by a second tokenizer, built
         # from the same text the first time an answer needs it: each tokenizer holds about 6 MB, for
@@ -91,7 +95,7 @@ class PairJudge:
         """One row of JUDGE_LABELS probabilities per (question, accepted answer, answer)."""
         if not triples:
             return np.zeros((0, len(JUDGE_LABELS)), dtype=np.float32)
-        pairs = [(pair_text(q, r), a) for q, r, a in triples]
+        pairs = [(pair_text(q, r, self.with_question), a) for q, r, a in triples]
         try:
             encodings = self._tokenizer.encode_batch(pairs)
         except Exception:  # the tokenizers library raises a bare Exception when `only_first` cannot fit

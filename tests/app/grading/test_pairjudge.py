@@ -11,7 +11,7 @@ import pytest
 
 from app.config import JUDGE_DIR
 from app.grading.decision import VERDICTS, Decision
-from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, ONNX_FILE, JudgeArtifactError, PairJudge
+from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, ONNX_FILE, JudgeArtifactError, PairJudge, pair_text
 
 
 @pytest.fixture
@@ -58,6 +58,24 @@ def test_an_answer_too_long_to_fit_alone_is_cut_longest_first_as_in_training(jud
     fallback = judge._fallback
     judge.probabilities([(question, reference, long_answer)])
     assert judge._fallback is fallback  # built once
+
+
+def test_a_judge_trained_without_the_question_reads_the_accepted_answer_alone(judge_copy: Path) -> None:
+    assert pair_text("Q?", "ref") == "ref (question: Q?)"
+    assert pair_text("Q?", "ref", with_question=False) == "ref"
+    reference, answer = "every rank ends with all ranks' chunks", "each rank gets the full tensor"
+    asked = [("What does all-gather do?", reference, answer), ("Why is the sky blue?", reference, answer)]
+    shipped = PairJudge(judge_copy)
+    assert shipped.with_question  # the committed judge's recipe records no `question`: it reads it
+    first, other = shipped.probabilities(asked)
+    assert not np.allclose(first, other, atol=1e-4)
+    manifest = json.loads((judge_copy / MANIFEST).read_text())
+    manifest["recipe"]["question"] = False
+    (judge_copy / MANIFEST).write_text(json.dumps(manifest))
+    without = PairJudge(judge_copy)
+    assert not without.with_question
+    first, other = without.probabilities(asked)
+    assert np.allclose(first, other)
 
 
 def test_a_flipped_byte_in_the_model_is_refused(judge_copy: Path) -> None:
