@@ -112,7 +112,6 @@ class PairJudge:
         shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
         return (shifted / shifted.sum(axis=1, keepdims=True)).astype(np.float32)
 
-
     def _new_tokenizer(self, strategy: str) -> Tokenizer:
         """A tokenizer of the judge's, truncating pairs to its input length by `strategy`."""
         from tokenizers import Tokenizer
