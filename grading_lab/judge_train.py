@@ -87,6 +87,18 @@ class Recipe:
 HOLDOUT_FOLDS = 5
 
 
+def recipe_of(manifest: dict[str, Any]) -> Recipe:
+    """The recipe a judge's manifest records; a field newer than the manifest reads as its default
+    (a new option defaults to what judges did before it), and a field Recipe no longer has is an error."""
+    recorded = dict(manifest["recipe"])
+    unknown = set(recorded) - set(asdict(Recipe()))
+    if unknown:
+        raise ValueError(f"the judge's recipe has fields this code does not know: {sorted(unknown)}")
+    if "asag" in recorded:
+        recorded["asag"] = tuple(recorded["asag"])
+    return Recipe(**recorded)
+
+
 def holdout_fold(group: str, seed: int, folds: int = HOLDOUT_FOLDS) -> int:
     """The fold of a question (stable across runs: a hash of its id and the seed)."""
     return int(hashlib.sha256(f"{seed}:{group}".encode()).hexdigest(), 16) % folds

@@ -311,12 +311,15 @@ def models_train_judge(
     """Rebuild the grader's pair judge from data in the repository, with a fixed seed."""
     from dataclasses import replace
 
-    from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, JUDGE_DIR, Recipe, train_judge
+    from app.grading.pairjudge import read_judge_manifest
+    from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, JUDGE_DIR, Recipe, recipe_of, train_judge
 
     if crossfit:
+        # Made like the shipped judge, whatever its recipe (the decision's fit refuses others).
+        shipped = recipe_of(read_judge_manifest(JUDGE_DIR))
         for fold in range(CROSSFIT_FOLDS):
             target = CROSSFIT_DIR / f"fold-{fold}"
-            train_judge(target, replace(Recipe(), crossfit=fold), log=err.print, measure=False)
+            train_judge(target, replace(shipped, crossfit=fold), log=err.print, measure=False)
             typer.echo(f"cross-fitted judge {fold} written to {target}")
         typer.echo("now fit the decision: python -m grading_lab.decision_fit --write")
         return

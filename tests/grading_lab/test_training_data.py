@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import cast
@@ -25,6 +25,7 @@ from grading_lab.judge_train import (
     Recipe,
     answer_pairs,
     crossfit_fold,
+    recipe_of,
 )
 from tests.conftest import normalised
 
@@ -99,3 +100,18 @@ def test_a_fold_judge_made_with_a_newer_recipe_field_at_its_default_is_made_like
     recipe = {**fold.manifest["recipe"], "written_contrasts_repeat": 2}
     other = SimpleNamespace(manifest={**fold.manifest, "recipe": recipe})
     assert made_as(cast(PairJudge, other)) != made_as(shipped)
+
+
+def test_the_recipe_read_back_from_the_shipped_judges_manifest_is_the_one_it_was_made_with() -> None:
+    """`tutor models train-judge --crossfit` trains the fold judges from this: made like the shipped judge."""
+    shipped = default_judge()
+    recipe = recipe_of(shipped.manifest)
+    assert {**asdict(recipe), "asag": list(recipe.asag)} == {
+        **asdict(Recipe()), **shipped.manifest["recipe"]}
+    written = json.loads(json.dumps(asdict(replace(recipe, crossfit=0))))  # as the fold judge's manifest holds it
+    fold = SimpleNamespace(manifest={**shipped.manifest, "recipe": written})
+    assert made_as(cast(PairJudge, fold)) == made_as(shipped)
+    other = recipe_of({"recipe": {**shipped.manifest["recipe"], "question": False}})
+    assert not other.question
+    with pytest.raises(ValueError, match="does not know"):
+        recipe_of({"recipe": {**shipped.manifest["recipe"], "dropout_of_the_future": 0.3}})
