@@ -25,7 +25,7 @@ from app.grading.grader import Judged, decide, decision_input, vetoed
 from app.grading.pairjudge import PairJudge, default_judge
 from app.grading.rubric import attach_neighbours
 from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_items
-from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, DECISION_ANSWERS, Recipe, crossfit_fold
+from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, DECISION_ANSWERS, crossfit_fold, recipe_of
 from grading_lab.logreg import fit_softmax, macro_f1, standardiser
 from ingest.embedder import Encoder
 
@@ -176,9 +176,9 @@ def labelled(files: list[Path], encoder: Encoder) -> Dataset:
 
 
 def made_as(judge: PairJudge) -> tuple[Any, Any]:
-    """A judge's training data and recipe, less what cross-fitting changes. A recipe field newer than
-    the judge's manifest reads as its default: a new option defaults to what judges did before it."""
-    recipe = {**asdict(Recipe()), **judge.manifest["recipe"]}
+    """A judge's training data and recipe (`recipe_of`: a field newer than the manifest reads as its
+    default), less what cross-fitting changes."""
+    recipe = asdict(recipe_of(judge.manifest))
     recipe.pop("crossfit")
     return judge.manifest["data"], recipe
 

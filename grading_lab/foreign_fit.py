@@ -37,7 +37,7 @@ from app.grading.pairjudge import PairJudge, default_judge
 from grading_lab.asag import ASAG_DIR
 from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, concat, simulate, simulate_dev, split_rows
 from grading_lab.examples_fit import L2, Grouping, by_question, f1_2way, fit_logistic_head, grouped_verdicts
-from grading_lab.judge_train import HOLDOUT_FOLDS, Recipe, asag_label, holdout_fold
+from grading_lab.judge_train import HOLDOUT_FOLDS, Recipe, asag_label, holdout_fold, recipe_of
 from grading_lab.logreg import macro_f1
 from ingest.embedder import Encoder
 from ingest.identity import file_sha256
@@ -70,7 +70,7 @@ def heldout_judge(fold: int, folder: Path | None = None) -> PairJudge:
         raise SystemExit(f"no held-out judge in {folder} (run `{train_holdout(fold)}`, about 25 minutes on 2 cores)")
     judge = PairJudge(folder)
     shipped = default_judge()
-    made = lambda j: (j.manifest["data"], {**asdict(Recipe()), **j.manifest["recipe"], "holdout": None})  # noqa: E731
+    made = lambda j: (j.manifest["data"], {**asdict(recipe_of(j.manifest)), "holdout": None})  # noqa: E731
     if judge.manifest["recipe"].get("holdout") != fold or made(judge) != made(shipped):
         raise SystemExit(f"the judge in {folder} was not made like the shipped one less fold {fold} "
                          f"(run `{train_holdout(fold)}`)")
