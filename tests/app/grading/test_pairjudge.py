@@ -11,7 +11,15 @@ import pytest
 
 from app.config import JUDGE_DIR
 from app.grading.decision import VERDICTS, Decision
-from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, ONNX_FILE, JudgeArtifactError, PairJudge, pair_text
+from app.grading.pairjudge import (
+    JUDGE_LABELS,
+    MANIFEST,
+    MAX_LENGTH,
+    ONNX_FILE,
+    JudgeArtifactError,
+    PairJudge,
+    pair_text,
+)
 
 
 @pytest.fixture
@@ -47,8 +55,8 @@ def test_an_answer_too_long_to_fit_alone_is_cut_longest_first_as_in_training(jud
 
     expected = Tokenizer.from_file(str(judge_copy / "tokenizer.json"))
     expected.no_padding()
-    expected.enable_truncation(max_length=int(judge.manifest.get("max_length", 160)), strategy="longest_first")
-    e = expected.encode(f"{reference} (question: {question})", long_answer)
+    expected.enable_truncation(max_length=int(judge.manifest.get("max_length", MAX_LENGTH)), strategy="longest_first")
+    e = expected.encode(pair_text(question, reference), long_answer)
     feeds = {"input_ids": np.array([e.ids]), "attention_mask": np.array([e.attention_mask]),
              "token_type_ids": np.array([e.type_ids])}
     inputs = {i.name for i in judge._session.get_inputs()}
