@@ -315,7 +315,16 @@ def models_train_judge(
     from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, JUDGE_DIR, Recipe, recipe_of, train_judge
 
     if crossfit:
-        # Made like the shipped judge, whatever its recipe (the decision's fit refuses others).
+        # Made like the shipped judge, whatever its recipe (the decision's fit refuses others): an option that
+        # would change the recipe, or where the judges go, is refused rather than passed over.
+        given = [name for name, changed in (
+            ("--epochs", epochs is not None), ("--holdout", holdout is not None), ("--out", out is not None),
+            ("--no-measure", not measure), ("--layers", layers is not None),
+            ("--written-contrasts", written_contrasts != 0), ("--no-question", not question)) if changed]
+        if given:
+            err.print(f"[red]--crossfit trains the fold judges with the shipped judge's recipe into {CROSSFIT_DIR}; "
+                      f"it takes no {', '.join(given)}[/]")
+            raise typer.Exit(2)
         shipped = recipe_of(read_judge_manifest(JUDGE_DIR))
         for fold in range(CROSSFIT_FOLDS):
             target = CROSSFIT_DIR / f"fold-{fold}"

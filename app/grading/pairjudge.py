@@ -10,6 +10,7 @@ manifest's hashes when it is loaded.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -47,17 +48,31 @@ def pair_text(question: str, reference: str, with_question: bool = True) -> str:
 
 def read_judge_manifest(folder: Path) -> dict[str, Any]:
     """The judge's manifest, after checking the model and tokenizer files against its hashes."""
+    return _read_judge(folder)[0]
+
+
+def _read_judge(folder: Path) -> tuple[dict[str, Any], str]:
+    """The judge's manifest and its tokenizer's text, checked against the manifest's hashes.
+
+    The tokenizer is hashed from the very text it is then built from, so a file replaced between the
+    check and the read cannot slip in.
+    """
     try:
         manifest: dict[str, Any] = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise JudgeArtifactError(f"no pair judge in {folder.name}/ (run `tutor models train-judge`)") from exc
-    for name, key in ((ONNX_FILE, "onnx_sha256"), ("tokenizer.json", "tokenizer_sha256")):
-        path = folder / name
-        if not path.is_file():
+    for name in (ONNX_FILE, "tokenizer.json"):
+        if not (folder / name).is_file():
             raise JudgeArtifactError(f"the pair judge's {name} is missing")
-        if file_sha256(path) != manifest.get(key):
-            raise JudgeArtifactError(f"the pair judge's {name} does not match its manifest (damaged or replaced)")
-    return manifest
+    if file_sha256(folder / ONNX_FILE) != manifest.get("onnx_sha256"):
+        raise JudgeArtifactError(f"the pair judge's {ONNX_FILE} does not match its manifest (damaged or replaced)")
+    tokenizer = (folder / "tokenizer.json").read_bytes()
+    if hashlib.sha256(tokenizer).hexdigest() != manifest.get("tokenizer_sha256"):
+        raise JudgeArtifactError("the pair judge's tokenizer.json does not match its manifest (damaged or replaced)")
+    try:
+        return manifest, tokenizer.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JudgeArtifactError("the pair judge's tokenizer.json is not UTF-8 text") from exc
 
 
 class PairJudge:
@@ -67,7 +82,7 @@ class PairJudge:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         import onnxruntime as ort
 
-        self.manifest = read_judge_manifest(folder)
+        self.manifest, self._tokenizer_json = _read_judge(folder)
         if tuple(self.manifest.get("labels", ())) != JUDGE_LABELS:
             raise JudgeArtifactError(f"the pair judge's labels {self.manifest.get('labels')} are not {JUDGE_LABELS}")
         self.version = f"{self.manifest['recipe']['version']}@{self.manifest['onnx_sha256'][:12]}"
@@ -76,7 +91,6 @@ class PairJudge:
         # to fit even alone is cut too (the longer of the two first), by a second tokenizer, built
         # from the same text the first time an answer needs it: each tokenizer holds about 6 MB, for
         # answers that are rare (resident memory after the load: bench/compare_commits.py).
-        self._tokenizer_json = (folder / "tokenizer.json").read_text(encoding="utf-8")
         self._max_length = int(self.manifest.get("max_length", MAX_LENGTH))
         self._tokenizer = self._new_tokenizer("only_first")
         padding = self._tokenizer.padding

@@ -12,7 +12,9 @@ from types import SimpleNamespace
 from typing import cast
 
 import pytest
+from typer.testing import CliRunner
 
+from app.cli.main import app
 from app.config import DATA_DIR
 from app.grading.pairjudge import PairJudge, default_judge
 from grading_lab.contrasts import written_contrasts
@@ -115,3 +117,14 @@ def test_the_recipe_read_back_from_the_shipped_judges_manifest_is_the_one_it_was
     assert not other.question
     with pytest.raises(ValueError, match="does not know"):
         recipe_of({"recipe": {**shipped.manifest["recipe"], "dropout_of_the_future": 0.3}})
+
+
+@pytest.mark.parametrize("option", [["--layers", "3"], ["--no-question"], ["--written-contrasts", "1"],
+                                    ["--epochs", "1"], ["--holdout", "0"], ["--out", "elsewhere"]])
+def test_crossfit_refuses_an_option_it_would_not_follow(option: list[str], tmp_path: Path) -> None:
+    """The fold judges are made with the shipped judge's recipe: an option that would change it is an error
+    named in the message, before any training starts, not an option silently passed over."""
+    result = CliRunner().invoke(app, ["models", "train-judge", "--crossfit", *option], env={"HOME": str(tmp_path)})
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert option[0] in said and "shipped judge's recipe" in said

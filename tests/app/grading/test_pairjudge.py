@@ -86,8 +86,9 @@ def test_a_judge_trained_without_the_question_reads_the_accepted_answer_alone(ju
     assert np.allclose(first, other)
 
 
-def test_a_flipped_byte_in_the_model_is_refused(judge_copy: Path) -> None:
-    model = judge_copy / ONNX_FILE
+@pytest.mark.parametrize("name", [ONNX_FILE, "tokenizer.json"])
+def test_a_flipped_byte_in_the_model_or_its_tokenizer_is_refused(judge_copy: Path, name: str) -> None:
+    model = judge_copy / name
     data = bytearray(model.read_bytes())
     data[len(data) // 2] ^= 0xFF
     model.write_bytes(bytes(data))
