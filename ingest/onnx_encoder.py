@@ -109,7 +109,7 @@ def read_manifest(folder: Path) -> dict[str, object]:
 
 
 class OnnxEncoder:
-    """Tokenise with the model's fast tokenizer (texts of similar length batched together), run int8 ONNX."""
+    """Tokenise with the model's fast tokenizer, run int8 ONNX: one text per run, never padded."""
 
     # Safe to call from several threads at once: onnxruntime sessions take concurrent runs, and the
     # tokenizer's settings are fixed here, so concurrent calls only read it.
@@ -135,10 +135,7 @@ class OnnxEncoder:
         self.dim = int(manifest["dim"])  # type: ignore[call-overload]
         self.max_length = int(manifest.get("max_length", 256))  # type: ignore[call-overload]
         tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-        # The shipped tokenizer.json pads every input to 128 tokens; padding is done per length group.
-        padding = tokenizer.padding
-        self._pad_id = int(padding["pad_id"]) if padding else 0
-        tokenizer.no_padding()  # each group is padded here, to its own longest
+        tokenizer.no_padding()  # the shipped tokenizer.json pads every input to 128 tokens; no text is padded here
         tokenizer.enable_truncation(max_length=self.max_length)
         self._tokenizer = tokenizer
         self.threads = threads or min(4, os.cpu_count() or 1)
@@ -152,9 +149,12 @@ class OnnxEncoder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Mean-pooled, L2-normalised sentence vectors (on `threads` onnxruntime threads).
 
-        Texts run in groups of similar length: padding a short answer to a long batch-mate costs
-        compute, and dynamic int8 scales its activations over the whole padded batch, which moves
-        the short answer's vector (measured: "idk" beside a long answer fell to cosine 0.96).
+        Each text is its own run, never padded beside another: dynamic int8 scales a run's
+        activations over the whole padded batch, so a batch-mate would move a text's vector, and an
+        answer's grade must not depend on who else was graded at the same moment. A text's vector
+        is the same in any batch, on either session and any thread count
+        (tests/ingest/test_onnx.py). Batched runs were no faster per text on CPU
+        (`bench/bench_encoder.py`: dev answers per second by batch size).
         """
         return self._encode(self._session, texts)
 
@@ -170,15 +170,9 @@ class OnnxEncoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
-        lengths = [len(e.ids) for e in encodings]
-        for group in length_groups(lengths):
-            ids = np.full((len(group), max(lengths[i] for i in group)), self._pad_id, dtype=np.int64)
-            mask = np.zeros_like(ids)
-            for row, i in enumerate(group):
-                ids[row, : lengths[i]] = encodings[i].ids
-                mask[row, : lengths[i]] = 1
-            out[group] = self._run(session, ids, mask)
+        for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts), add_special_tokens=True)):
+            ids = np.asarray([encoding.ids], dtype=np.int64)
+            out[row] = self._run(session, ids, np.ones_like(ids))[0]
         return out
 
     def _run(self, session: Any, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -219,15 +213,3 @@ def _session(path: Path, threads: int, spin: bool = False) -> Any:
         options.add_session_config_entry("session.force_spinning_stop", "1")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-
-
-def length_groups(lengths: Sequence[int], slack: float = 1.5, extra: int = 4) -> list[list[int]]:
-    """Indices grouped by token length: in a group the longest is at most slack x the shortest + extra."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    groups: list[list[int]] = []
-    for i in order:
-        if groups and lengths[i] <= lengths[groups[-1][0]] * slack + extra:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
