@@ -82,9 +82,15 @@ class Recipe:
     # The judge's first text carries the question after the accepted answer (False: the accepted
     # answer alone, a shorter input and so a cheaper pass; app/grading/pairjudge.py: pair_text).
     question: bool = True
+    # Distil from a trained judge (`teacher`, its folder relative to the project): the loss is this
+    # weight of the KL divergence from the teacher's probabilities, softened by DISTIL_TEMPERATURE, and
+    # the rest the labels' (0: the labels alone).
+    distil: float = 0.0
+    teacher: str = ""
 
 
 HOLDOUT_FOLDS = 5
+DISTIL_TEMPERATURE = 2.0
 
 
 def recipe_of(manifest: dict[str, Any]) -> Recipe:
@@ -137,8 +143,23 @@ def data_hashes(recipe: Recipe) -> dict[str, str]:
         *(DECISION_ANSWERS if recipe.decision_answers else ()),
         *sorted((DATA_DIR / "raw").glob("*.txt")),
         DATA_DIR / "annotations.yaml",
+        *((PROJECT_ROOT / recipe.teacher / ONNX_FILE,) if recipe.distil else ()),
     ]
     return {str(f.relative_to(PROJECT_ROOT)): file_sha256(f) for f in files}
+
+
+def teacher_logits(recipe: Recipe, pairs: Sequence[Pair]) -> np.ndarray:
+    """The teacher judge's log-probabilities of each pair, one pair per run as the served judge reads
+    an answer (int8 activations are scaled over a run), for distillation."""
+    teacher = PairJudge(PROJECT_ROOT / recipe.teacher)
+    seen: dict[tuple[str, str, str], np.ndarray] = {}
+    out = np.zeros((len(pairs), len(JUDGE_LABELS)), dtype=np.float32)
+    for row, p in enumerate(pairs):
+        triple = (p.question, p.reference, p.answer)
+        if triple not in seen:
+            seen[triple] = np.log(np.maximum(teacher.probabilities([triple])[0], 1e-6))
+        out[row] = seen[triple]
+    return out
 
 
 def answer_pairs(items: dict[tuple[str, int], GradingItem], path: Path = BANK_ANSWERS,
@@ -262,6 +283,10 @@ def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print
     counts = Counter(p.label for p in pairs)
     weights = torch.tensor([len(pairs) / (len(JUDGE_LABELS) * counts[label]) for label in JUDGE_LABELS])
     loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
+    soft: dict[int, Any] = {}
+    if recipe.distil:
+        log(f"reading the {len(pairs)} pairs with the teacher judge {recipe.teacher}")
+        soft = {id(p): torch.from_numpy(row) for p, row in zip(pairs, teacher_logits(recipe, pairs), strict=True)}
     steps = recipe.epochs * math.ceil(len(pairs) / recipe.batch_size)
     optimiser = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
     schedule = get_linear_schedule_with_warmup(optimiser, int(recipe.warmup * steps), steps)
@@ -271,7 +296,11 @@ def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print
         for batch in _batches(pairs, recipe.batch_size, rng):
             enc = encode_pairs(tokenizer, batch, recipe.max_length, recipe.question)
             labels = torch.tensor([JUDGE_LABELS.index(p.label) for p in batch])
-            loss = loss_fn(model(**enc).logits, labels)
+            logits = model(**enc).logits
+            loss = loss_fn(logits, labels)
+            if recipe.distil:
+                loss = (1 - recipe.distil) * loss + recipe.distil * distillation_loss(
+                    logits, torch.stack([soft[id(p)] for p in batch]))
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimiser.step()
@@ -284,6 +313,16 @@ def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print
     model.eval()
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
+
+
+def distillation_loss(logits: Any, teacher: Any, temperature: float = DISTIL_TEMPERATURE) -> Any:
+    """KL(teacher || student) of the temperature-softened distributions, times T squared (so that its
+    gradients keep their scale as T changes; Hinton et al., 2015)."""
+    import torch
+
+    student = torch.log_softmax(logits / temperature, dim=-1)
+    target = torch.log_softmax(teacher / temperature, dim=-1)
+    return torch.nn.functional.kl_div(student, target, log_target=True, reduction="batchmean") * temperature**2
 
 
 def export(model_dir: Path, target_dir: Path) -> dict[str, Any]:

@@ -307,11 +307,15 @@ def models_train_judge(
     question: Annotated[bool, typer.Option(
         help="the judge reads the question after the accepted answer (--no-question: a shorter input, for comparison)")]
         = True,
+    distil_from: Annotated[Path | None, typer.Option(
+        help="distil from this trained judge's probabilities as well as the labels (for comparison)")] = None,
+    distil: Annotated[float, typer.Option(help="with --distil-from: the teacher's share of the loss (0-1)")] = 0.5,
 ) -> None:
     """Rebuild the grader's pair judge from data in the repository, with a fixed seed."""
     from dataclasses import replace
 
-    from app.grading.pairjudge import read_judge_manifest
+    from app.config import PROJECT_ROOT
+    from app.grading.pairjudge import MANIFEST, read_judge_manifest
     from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, JUDGE_DIR, Recipe, recipe_of, train_judge
 
     if crossfit:
@@ -320,7 +324,8 @@ def models_train_judge(
         given = [name for name, changed in (
             ("--epochs", epochs is not None), ("--holdout", holdout is not None), ("--out", out is not None),
             ("--no-measure", not measure), ("--layers", layers is not None),
-            ("--written-contrasts", written_contrasts != 0), ("--no-question", not question)) if changed]
+            ("--written-contrasts", written_contrasts != 0), ("--no-question", not question),
+            ("--distil-from", distil_from is not None)) if changed]
         if given:
             err.print(f"[red]--crossfit trains the fold judges with the shipped judge's recipe into {CROSSFIT_DIR}; "
                       f"it takes no {', '.join(given)}[/]")
@@ -334,9 +339,16 @@ def models_train_judge(
         return
     recipe = replace(Recipe(), holdout=holdout, layers=layers, written_contrasts_repeat=written_contrasts,
                      question=question)
+    if distil_from is not None:
+        teacher = distil_from.resolve()
+        if not 0 < distil <= 1 or not teacher.is_relative_to(PROJECT_ROOT) or not (teacher / MANIFEST).is_file():
+            err.print("[red]--distil-from names a judge folder inside the project, and --distil is in (0, 1][/]")
+            raise typer.Exit(2)
+        recipe = replace(recipe, distil=distil, teacher=str(teacher.relative_to(PROJECT_ROOT)))
     if epochs is not None:
         recipe = replace(recipe, epochs=epochs)
-    if (holdout is not None or layers is not None or written_contrasts or not question) and out is None:
+    other = holdout is not None or layers is not None or written_contrasts or not question or recipe.distil
+    if other and out is None:
         err.print("[red]a held-out, shallower, other-input or other-data run needs --out: not the shipped judge[/]")
         raise typer.Exit(2)
     target = out or JUDGE_DIR

@@ -120,7 +120,8 @@ def test_the_recipe_read_back_from_the_shipped_judges_manifest_is_the_one_it_was
 
 
 @pytest.mark.parametrize("option", [["--layers", "3"], ["--no-question"], ["--written-contrasts", "1"],
-                                    ["--epochs", "1"], ["--holdout", "0"], ["--out", "elsewhere"]])
+                                    ["--epochs", "1"], ["--holdout", "0"], ["--out", "elsewhere"],
+                                    ["--distil-from", "models/judge"]])
 def test_crossfit_refuses_an_option_it_would_not_follow(option: list[str], tmp_path: Path) -> None:
     """The fold judges are made with the shipped judge's recipe: an option that would change it is an error
     named in the message, before any training starts, not an option silently passed over."""
@@ -128,3 +129,25 @@ def test_crossfit_refuses_an_option_it_would_not_follow(option: list[str], tmp_p
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
     assert option[0] in said and "shipped judge's recipe" in said
+
+
+def test_distillation_loss_is_zero_only_where_the_student_reads_as_the_teacher() -> None:
+    import torch
+
+    from grading_lab.judge_train import distillation_loss
+
+    teacher = torch.log(torch.tensor([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]]))
+    assert float(distillation_loss(teacher + 3.0, teacher)) == pytest.approx(0.0, abs=1e-6)  # logits shift freely
+    wrong = float(distillation_loss(teacher.flip(1), teacher))
+    nearer = float(distillation_loss(0.5 * teacher.flip(1) + 0.5 * teacher, teacher))
+    assert wrong > nearer > 0
+
+
+@pytest.mark.parametrize("args", [["--distil-from", "/tmp"], ["--distil-from", "models/judge", "--distil", "1.5"],
+                                  ["--distil-from", "models/judge"]])
+def test_a_distilled_judge_needs_a_teacher_in_the_project_a_share_and_its_own_folder(
+        args: list[str], tmp_path: Path) -> None:
+    """A teacher outside the project could not be rebuilt from the repository; a distilled judge is
+    for comparison, so it is never written over the shipped one."""
+    result = CliRunner().invoke(app, ["models", "train-judge", *args], env={"HOME": str(tmp_path)})
+    assert result.exit_code == 2, result.output
