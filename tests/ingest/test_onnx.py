@@ -186,3 +186,19 @@ def test_only_the_solo_session_spins_and_it_stops_when_its_run_returns(onnx_enco
     assert config(onnx._session, "session.intra_op.allow_spinning") == "0"
     assert config(onnx._solo, "session.intra_op.allow_spinning") == "1"
     assert config(onnx._solo, "session.force_spinning_stop") == "1"
+
+
+def test_an_answer_graded_in_a_batch_gets_what_it_gets_alone(onnx_encoder_dir: Path, real_encoder: Encoder) -> None:
+    """`/v1/grade/batch` encodes its answers in one call, and concurrent requests share the batcher's
+    calls: neither may move an answer's verdict or score."""
+    from app.grading import grade_many, prepare_many
+    from grading_lab.evaluation import bank_items
+
+    items = bank_items()
+    rows = [json.loads(line) for line in (ROOT / "data" / "eval" / "dev.jsonl").read_text().splitlines()][::9]
+    onnx = OnnxEncoder(onnx_encoder_dir, real_encoder.model_id)
+    rubrics = dict(zip(items, prepare_many(list(items.values()), onnx), strict=True))
+    targets = [rubrics[(r["file"], int(r["number"]))] for r in rows]
+    together = grade_many(targets, [r["answer"] for r in rows], onnx)
+    alone = [grade_many([t], [r["answer"]], onnx)[0] for t, r in zip(targets, rows, strict=True)]
+    assert [(g.verdict, g.score) for g in together] == [(g.verdict, g.score) for g in alone]
