@@ -150,9 +150,9 @@ def _judged(rubrics: list[Rubric], texts: list[str], evs: list[Evidence],
 
     One pass per answer, two for a suspected misconception: a pass costs several encodes of the
     answer (its input is the accepted answer, the question and the answer; `bench/bench_api.py`), so
-    it reads only the pairs the decision uses. Each answer
-    is its own call: int8 activations are scaled per call, so a batch-mate would shift the result,
-    and an answer's verdict must not depend on who else was graded at the same moment.
+    it reads only the pairs the decision uses. The judge reads each pair in its own run (int8
+    activations are scaled over a run), so an answer's verdict does not depend on who else was graded
+    at the same moment.
     """
     out = []
     for rubric, text, ev in zip(rubrics, texts, evs, strict=True):

@@ -93,9 +93,6 @@ class PairJudge:
         # answers that are rare (resident memory after the load: bench/compare_commits.py).
         self._max_length = int(self.manifest.get("max_length", MAX_LENGTH))
         self._tokenizer = self._new_tokenizer("only_first")
-        padding = self._tokenizer.padding
-        self._pad_id = int(padding["pad_id"]) if padding else 0
-        self._tokenizer.no_padding()
         self._fallback: Tokenizer | None = None
         self._fallback_lock = threading.Lock()
         options = ort.SessionOptions()
@@ -106,25 +103,31 @@ class PairJudge:
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def probabilities(self, triples: Sequence[tuple[str, str, str]]) -> np.ndarray:
-        """One row of JUDGE_LABELS probabilities per (question, accepted answer, answer)."""
-        if not triples:
-            return np.zeros((0, len(JUDGE_LABELS)), dtype=np.float32)
-        pairs = [(pair_text(q, r, self.with_question), a) for q, r, a in triples]
+        """One row of JUDGE_LABELS probabilities per (question, accepted answer, answer).
+
+        Each pair is its own run, never padded beside another: dynamic int8 scales a run's
+        activations over the whole batch, so a batch-mate moved a pair's probabilities (the dev set
+        read in one batch against one pair per run: 12 of 426 labels differed, by up to 0.57), and a
+        pair's reading must not depend on what was read with it (tests/app/grading/test_pairjudge.py).
+        """
+        out = np.zeros((len(triples), len(JUDGE_LABELS)), dtype=np.float32)
+        for row, (q, r, a) in enumerate(triples):
+            out[row] = self._run(self._encoded((pair_text(q, r, self.with_question), a)))
+        return out
+
+    def _encoded(self, pair: tuple[str, str]) -> Any:
         try:
-            encodings = self._tokenizer.encode_batch(pairs)
+            return self._tokenizer.encode(*pair)
         except Exception:  # the tokenizers library raises a bare Exception when `only_first` cannot fit
-            encodings = self._longest_first().encode_batch(pairs)
-        width = max(len(e.ids) for e in encodings)
-        ids = np.full((len(encodings), width), self._pad_id, dtype=np.int64)
-        mask = np.zeros_like(ids)
-        types = np.zeros_like(ids)
-        for row, e in enumerate(encodings):
-            n = len(e.ids)
-            ids[row, :n], mask[row, :n], types[row, :n] = e.ids, e.attention_mask, e.type_ids
-        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        logits = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
-        shifted = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return (shifted / shifted.sum(axis=1, keepdims=True)).astype(np.float32)
+            return self._longest_first().encode(*pair)
+
+    def _run(self, encoding: Any) -> np.ndarray:
+        ids = np.asarray([encoding.ids], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.asarray([encoding.attention_mask], dtype=np.int64),
+                 "token_type_ids": np.asarray([encoding.type_ids], dtype=np.int64)}
+        logits = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0][0]
+        shifted = np.exp(logits - logits.max())
+        return shifted / shifted.sum()
 
     def _new_tokenizer(self, strategy: str) -> Tokenizer:
         """A tokenizer of the judge's, truncating pairs to its input length by `strategy`."""
@@ -132,15 +135,14 @@ class PairJudge:
 
         tokenizer = Tokenizer.from_str(self._tokenizer_json)
         tokenizer.enable_truncation(max_length=self._max_length, strategy=strategy)
+        tokenizer.no_padding()  # each pair is its own run
         return tokenizer
 
     def _longest_first(self) -> Tokenizer:
         """The fallback tokenizer, built once, on first need (concurrent callers wait for one build)."""
         with self._fallback_lock:
             if self._fallback is None:
-                fallback = self._new_tokenizer("longest_first")
-                fallback.no_padding()
-                self._fallback = fallback
+                self._fallback = self._new_tokenizer("longest_first")
             return self._fallback
 
 

@@ -41,6 +41,19 @@ def test_the_committed_judge_loads_and_gives_probabilities(judge_copy: Path) -> 
     assert judge.probabilities([]).shape == (0, len(JUDGE_LABELS))
 
 
+def test_a_pairs_reading_is_the_same_whatever_is_read_with_it(judge_copy: Path) -> None:
+    """Dynamic int8 scales a run's activations over the whole batch: read beside others, a pair's
+    probabilities moved (by up to 0.57 on the dev set). Each pair is its own run."""
+    judge = PairJudge(judge_copy)
+    q, ref = "What does all-gather do?", "every rank ends with all ranks' chunks"
+    pairs = [(q, ref, "each rank gets the full tensor"), (q, ref, "it sums the tensors"),
+             (q, "It sums the tensors and sends the sum to every rank", "each rank gets the full tensor"),
+             (q, ref, "every rank receives the chunk of every other rank, so all of them hold it " * 20)]
+    alone = np.concatenate([judge.probabilities([p]) for p in pairs])
+    assert np.array_equal(judge.probabilities(pairs), alone)
+    assert np.array_equal(judge.probabilities(pairs[::-1]), alone[::-1])
+
+
 def test_an_answer_too_long_to_fit_alone_is_cut_longest_first_as_in_training(judge_copy: Path) -> None:
     """The fallback tokenizer is built only when an answer needs it, and cuts as `longest_first` does."""
     from tokenizers import Tokenizer
