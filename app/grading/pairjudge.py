@@ -106,9 +106,9 @@ class PairJudge:
         """One row of JUDGE_LABELS probabilities per (question, accepted answer, answer).
 
         Each pair is its own run, never padded beside another: dynamic int8 scales a run's
-        activations over the whole batch, so a batch-mate moved a pair's probabilities (the dev set
-        read in one batch against one pair per run: 12 of 426 labels differed, by up to 0.57), and a
-        pair's reading must not depend on what was read with it (tests/app/grading/test_pairjudge.py).
+        activations over the whole batch, so a batch-mate would move a pair's probabilities
+        (docs/GRADING.md, "The pair judge alone"), and a pair's reading must not depend on what was
+        read with it (tests/app/grading/test_pairjudge.py).
         """
         out = np.zeros((len(triples), len(JUDGE_LABELS)), dtype=np.float32)
         for row, (q, r, a) in enumerate(triples):
