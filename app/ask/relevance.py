@@ -40,7 +40,7 @@ import numpy as np
 from app.config import ASK_MODEL_PATH
 
 RELEVANCE_PATH = ASK_MODEL_PATH
-FEATURES = ("top", "margin", "covered", "unknown", "phrases", "length", "bank")
+FEATURES = ("top", "margin", "covered", "unknown", "phrases", "length", "bank", "heading")
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -156,13 +156,17 @@ class Vocabulary:
 
 
 def features(
-    question: str, scores: Sequence[float], passages: Sequence[str], vocab: Vocabulary, bank: float = 0.0
+    question: str, scores: Sequence[float], passages: Sequence[str], vocab: Vocabulary, bank: float = 0.0,
+    headings: Sequence[str] = (),
 ) -> np.ndarray:
     """The relevance head's inputs (named in FEATURES) for a question and its top passages, best first.
 
     `passages` are the texts the answer would cite (with their headings); `scores` are the cosines of
     the nearest passages, best first (at least the cited ones); `bank` the best cosine of a bank
-    question's text (question, answer or explanation).
+    question's text (question, answer or explanation); `headings` the cited passages' note names and
+    heading paths. A section whose title names what the question asks about ("Capacity factor and load
+    balancing" for "moe capacity factor meaning") explains it; a gap the notes only mention shares its
+    words with the text, rarely with a title (grouped CV in `tutor models fit-ask`).
     """
     top = float(scores[0]) if len(scores) else 0.0
     rest = [float(s) for s in scores[1:5]]
@@ -172,22 +176,26 @@ def features(
     for text in passages:
         cited.update(words(text))
         cited_pairs.update(_pairs(text))
+    titled = {w for text in headings for w in words(text)}
     qwords = _question_words(question)
-    total = covered = unknown = 0.0
+    total = covered = unknown = in_title = 0.0
     for w in qwords:
         canon = vocab.canonical(w)
         weight = vocab.weight(canon)
         total += weight
         if canon is None:
             unknown += weight
-        elif canon in cited:
+            continue
+        if canon in cited:
             covered += weight
+        if canon in titled:
+            in_title += weight
     total = max(total, 1e-9)
     qpairs = _pairs(question)
     phrases = sum(1 for p in qpairs if p in cited_pairs) / len(qpairs) if qpairs else 1.0
     return np.array(
         [top, margin, covered / total if qwords else 0.0, unknown / total if qwords else 1.0,
-         phrases, min(len(qwords), 12) / 12.0, bank],
+         phrases, min(len(qwords), 12) / 12.0, bank, in_title / total if qwords else 0.0],
         dtype=np.float64,
     )
 

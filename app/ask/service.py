@@ -129,8 +129,9 @@ def assess(
     head's features of them. The evaluation calls this too, so it measures exactly what is served."""
     found = retrieve(session, index, vector, max(PASSAGES, NEIGHBOURS))
     cited = found.hits[:PASSAGES]
+    headings = [" ".join((h.passage.note.removesuffix(".md"), *h.passage.heading_path)) for h in cited]
     x = features(text, [h.score for h in found.hits], [passage_document(h.passage) for h in cited], vocab,
-                 found.bank)
+                 found.bank, headings)
     return found, x
 
 

@@ -84,6 +84,19 @@ def test_features_see_words_the_material_never_uses() -> None:
     assert named[1]["covered"] == 0.0 and named[1]["unknown"] == 1.0
 
 
+def test_the_heading_feature_reads_the_cited_sections_titles() -> None:
+    """A question about what a section is titled gets the heading feature; the same words in its text only do not."""
+    text = "the capacity factor caps the tokens an expert takes; ring attention is mentioned in passing"
+    vocab = Vocabulary.build([text, "expert parallelism: capacity factor and load balancing"])
+    titled = features("what is the capacity factor for", [0.6, 0.4], [text], vocab,
+                      headings=["expert-parallelism Capacity factor and load balancing"])
+    mentioned = features("how does ring attention work", [0.6, 0.4], [text], vocab,
+                         headings=["expert-parallelism Capacity factor and load balancing"])
+    heading = FEATURES.index("heading")
+    assert titled[heading] > 0.5 and mentioned[heading] == 0.0
+    assert features("what is the capacity factor for", [0.6], [text], vocab)[heading] == 0.0  # no headings given
+
+
 def test_the_head_file_is_checked_at_load(tmp_path: Path) -> None:
     shipped = json.loads(relevance.RELEVANCE_PATH.read_text(encoding="utf-8"))
     assert load_relevance().version == shipped["head"]["version"]
