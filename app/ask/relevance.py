@@ -165,7 +165,7 @@ def features(
     the nearest passages, best first (at least the cited ones); `bank` the best cosine of a bank
     question's text (question, answer or explanation); `headings` the cited passages' note names and
     heading paths. A section whose title names what the question asks about ("Capacity factor and load
-    balancing" for "moe capacity factor meaning") explains it; a gap the notes only mention shares its
+    balancing" for "what does the capacity factor do") explains it; a gap the notes only mention shares its
     words with the text, rarely with a title (grouped CV in `tutor models fit-ask`).
     """
     top = float(scores[0]) if len(scores) else 0.0
