@@ -148,18 +148,12 @@ def data_hashes(recipe: Recipe) -> dict[str, str]:
     return {str(f.relative_to(PROJECT_ROOT)): file_sha256(f) for f in files}
 
 
-def teacher_logits(recipe: Recipe, pairs: Sequence[Pair]) -> np.ndarray:
-    """The teacher judge's log-probabilities of each pair, one pair per run as the served judge reads
-    an answer (int8 activations are scaled over a run), for distillation."""
-    teacher = PairJudge(PROJECT_ROOT / recipe.teacher)
-    seen: dict[tuple[str, str, str], np.ndarray] = {}
-    out = np.zeros((len(pairs), len(JUDGE_LABELS)), dtype=np.float32)
-    for row, p in enumerate(pairs):
-        triple = (p.question, p.reference, p.answer)
-        if triple not in seen:
-            seen[triple] = np.log(np.maximum(teacher.probabilities([triple])[0], 1e-6))
-        out[row] = seen[triple]
-    return out
+def teacher_logits(recipe: Recipe, pairs: Sequence[Pair]) -> dict[tuple[str, str, str], np.ndarray]:
+    """The teacher judge's log-probabilities of each distinct (question, accepted answer, answer), read
+    as the served judge reads them (one pair per run), for distillation."""
+    triples = list(dict.fromkeys((p.question, p.reference, p.answer) for p in pairs))
+    logs = np.log(np.maximum(PairJudge(PROJECT_ROOT / recipe.teacher).probabilities(triples), 1e-6))
+    return dict(zip(triples, logs, strict=True))
 
 
 def answer_pairs(items: dict[tuple[str, int], GradingItem], path: Path = BANK_ANSWERS,
@@ -283,10 +277,10 @@ def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print
     counts = Counter(p.label for p in pairs)
     weights = torch.tensor([len(pairs) / (len(JUDGE_LABELS) * counts[label]) for label in JUDGE_LABELS])
     loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
-    soft: dict[int, Any] = {}
+    soft: dict[tuple[str, str, str], np.ndarray] = {}
     if recipe.distil:
         log(f"reading the {len(pairs)} pairs with the teacher judge {recipe.teacher}")
-        soft = {id(p): torch.from_numpy(row) for p, row in zip(pairs, teacher_logits(recipe, pairs), strict=True)}
+        soft = teacher_logits(recipe, pairs)
     steps = recipe.epochs * math.ceil(len(pairs) / recipe.batch_size)
     optimiser = torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate, weight_decay=0.01)
     schedule = get_linear_schedule_with_warmup(optimiser, int(recipe.warmup * steps), steps)
@@ -299,8 +293,8 @@ def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print
             logits = model(**enc).logits
             loss = loss_fn(logits, labels)
             if recipe.distil:
-                loss = (1 - recipe.distil) * loss + recipe.distil * distillation_loss(
-                    logits, torch.stack([soft[id(p)] for p in batch]))
+                teacher = torch.from_numpy(np.stack([soft[(p.question, p.reference, p.answer)] for p in batch]))
+                loss = (1 - recipe.distil) * loss + recipe.distil * distillation_loss(logits, teacher)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimiser.step()

@@ -318,14 +318,15 @@ def models_train_judge(
     from app.grading.pairjudge import MANIFEST, read_judge_manifest
     from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, JUDGE_DIR, Recipe, recipe_of, train_judge
 
+    # Options that make another judge than the shipped one's recipe (such a judge needs --out), and the others.
+    other_recipe = {"--holdout": holdout is not None, "--layers": layers is not None,
+                    "--written-contrasts": written_contrasts != 0, "--no-question": not question,
+                    "--distil-from": distil_from is not None}
+    run = {"--epochs": epochs is not None, "--out": out is not None, "--no-measure": not measure}
     if crossfit:
         # Made like the shipped judge, whatever its recipe (the decision's fit refuses others): an option that
         # would change the recipe, or where the judges go, is refused rather than passed over.
-        given = [name for name, changed in (
-            ("--epochs", epochs is not None), ("--holdout", holdout is not None), ("--out", out is not None),
-            ("--no-measure", not measure), ("--layers", layers is not None),
-            ("--written-contrasts", written_contrasts != 0), ("--no-question", not question),
-            ("--distil-from", distil_from is not None)) if changed]
+        given = [name for name, changed in {**other_recipe, **run}.items() if changed]
         if given:
             err.print(f"[red]--crossfit trains the fold judges with the shipped judge's recipe into {CROSSFIT_DIR}; "
                       f"it takes no {', '.join(given)}[/]")
@@ -347,8 +348,7 @@ def models_train_judge(
         recipe = replace(recipe, distil=distil, teacher=str(teacher.relative_to(PROJECT_ROOT)))
     if epochs is not None:
         recipe = replace(recipe, epochs=epochs)
-    other = holdout is not None or layers is not None or written_contrasts or not question or recipe.distil
-    if other and out is None:
+    if any(other_recipe.values()) and out is None:
         err.print("[red]a held-out, shallower, other-input or other-data run needs --out: not the shipped judge[/]")
         raise typer.Exit(2)
     target = out or JUDGE_DIR

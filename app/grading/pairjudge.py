@@ -112,14 +112,14 @@ class PairJudge:
         """
         out = np.zeros((len(triples), len(JUDGE_LABELS)), dtype=np.float32)
         for row, (q, r, a) in enumerate(triples):
-            out[row] = self._run(self._encoded((pair_text(q, r, self.with_question), a)))
+            out[row] = self._run(self._encoded(pair_text(q, r, self.with_question), a))
         return out
 
-    def _encoded(self, pair: tuple[str, str]) -> Any:
+    def _encoded(self, first: str, answer: str) -> Any:
         try:
-            return self._tokenizer.encode(*pair)
+            return self._tokenizer.encode(first, answer)
         except Exception:  # the tokenizers library raises a bare Exception when `only_first` cannot fit
-            return self._longest_first().encode(*pair)
+            return self._longest_first().encode(first, answer)
 
     def _run(self, encoding: Any) -> np.ndarray:
         ids = np.asarray([encoding.ids], dtype=np.int64)
