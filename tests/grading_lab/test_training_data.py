@@ -33,6 +33,8 @@ from tests.conftest import normalised
 
 LABELS = {"correct", "partial", "incorrect"}
 EVAL_SETS = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "blind.jsonl")
+# Written answers that no shipped model is trained on yet (data/train/README.md).
+WRITTEN_ONLY = (DATA_DIR / "train" / "written_answers_d.jsonl",)
 
 
 def _rows(path: Path) -> list[dict[str, object]]:
@@ -49,7 +51,7 @@ def test_the_decision_answers_are_there() -> None:
     assert sum(len(_rows(p)) for p in DECISION_ANSWERS) == 661
 
 
-@pytest.mark.parametrize("path", [BANK_ANSWERS, *DECISION_ANSWERS], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [BANK_ANSWERS, *DECISION_ANSWERS, *WRITTEN_ONLY], ids=lambda p: p.name)
 def test_training_answers_are_well_formed(path: Path) -> None:
     keys = _bank_keys()
     assert len(keys) == 42
@@ -65,7 +67,7 @@ def test_training_answers_are_well_formed(path: Path) -> None:
 
 def test_no_evaluation_answer_is_trained_on() -> None:
     evaluation = {normalised(r["answer"]) for path in EVAL_SETS for r in _rows(path)}
-    for path in (BANK_ANSWERS, *DECISION_ANSWERS):
+    for path in (BANK_ANSWERS, *DECISION_ANSWERS, *WRITTEN_ONLY):
         leaked = [r["answer"] for r in _rows(path) if normalised(r["answer"]) in evaluation]
         assert not leaked, (path.name, leaked[:3])
 
@@ -151,3 +153,14 @@ def test_a_distilled_judge_needs_a_teacher_in_the_project_a_share_and_its_own_fo
     for comparison, so it is never written over the shipped one."""
     result = CliRunner().invoke(app, ["models", "train-judge", *args], env={"HOME": str(tmp_path)})
     assert result.exit_code == 2, result.output
+
+
+def test_the_written_only_answers_train_nothing_yet() -> None:
+    """No shipped model reads them: the judge's manifest hashes none of them, and they are neither
+    judge nor decision training files."""
+    data = json.dumps(default_judge().manifest["data"])
+    fitted_on = json.loads((Path(__file__).parents[2] / "app" / "grading" / "decision.json").read_text())["fitted_on"]
+    for path in WRITTEN_ONLY:
+        assert not any(f.endswith(path.name) for f in fitted_on)
+        assert path not in DECISION_ANSWERS and path != BANK_ANSWERS
+        assert path.name not in data
