@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from app.cli.main import app
 from app.config import DATA_DIR
+from app.grading.decision import DECISION_PATH
 from app.grading.pairjudge import PairJudge, default_judge
 from grading_lab.contrasts import written_contrasts
 from grading_lab.decision_fit import made_as
@@ -159,7 +160,7 @@ def test_the_written_only_answers_train_nothing_yet() -> None:
     """No shipped model reads them: the judge's manifest hashes none of them, and they are neither
     judge nor decision training files."""
     data = json.dumps(default_judge().manifest["data"])
-    fitted_on = json.loads((Path(__file__).parents[2] / "app" / "grading" / "decision.json").read_text())["fitted_on"]
+    fitted_on = json.loads(DECISION_PATH.read_text(encoding="utf-8"))["fitted_on"]
     for path in WRITTEN_ONLY:
         assert not any(f.endswith(path.name) for f in fitted_on)
         assert path not in DECISION_ANSWERS and path != BANK_ANSWERS
