@@ -35,7 +35,7 @@ from tests.conftest import normalised
 LABELS = {"correct", "partial", "incorrect"}
 EVAL_SETS = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "blind.jsonl")
 # Written answers that no shipped model is trained on yet (data/train/README.md).
-WRITTEN_ONLY = (DATA_DIR / "train" / "written_answers_d.jsonl",)
+WRITTEN_ONLY = (DATA_DIR / "train" / "written_answers_d.jsonl", DATA_DIR / "train" / "written_answers_e.jsonl")
 
 
 def _rows(path: Path) -> list[dict[str, object]]:
