@@ -35,7 +35,7 @@ from tests.conftest import normalised
 LABELS = {"correct", "partial", "incorrect"}
 EVAL_SETS = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "blind.jsonl")
 # Written answers that no shipped model is trained on yet (data/train/README.md).
-WRITTEN_ONLY = (DATA_DIR / "train" / "written_answers_d.jsonl", DATA_DIR / "train" / "written_answers_e.jsonl")
+WRITTEN_ONLY = tuple(sorted((DATA_DIR / "train").glob("written_answers_*.jsonl")))
 
 
 def _rows(path: Path) -> list[dict[str, object]]:
@@ -161,6 +161,7 @@ def test_the_written_only_answers_train_nothing_yet() -> None:
     judge nor decision training files."""
     data = json.dumps(default_judge().manifest["data"])
     fitted_on = json.loads(DECISION_PATH.read_text(encoding="utf-8"))["fitted_on"]
+    assert [p.name for p in WRITTEN_ONLY] == ["written_answers_d.jsonl", "written_answers_e.jsonl"]
     for path in WRITTEN_ONLY:
         assert not any(f.endswith(path.name) for f in fitted_on)
         assert path not in DECISION_ANSWERS and path != BANK_ANSWERS
