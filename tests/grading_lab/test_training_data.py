@@ -73,6 +73,19 @@ def test_no_evaluation_answer_is_trained_on() -> None:
         assert not leaked, (path.name, leaked[:3])
 
 
+def test_no_answer_stands_in_two_training_files() -> None:
+    """An answer copied into a second file would be trained on twice as often as its neighbours,
+    and a file's own figures in the decision's fit would then read answers another file taught."""
+    where: dict[str, str] = {}
+    repeated = []
+    for path in (BANK_ANSWERS, *DECISION_ANSWERS, *WRITTEN_ONLY):
+        for row in _rows(path):
+            text = normalised(row["answer"])
+            if where.setdefault(text, path.name) != path.name:
+                repeated.append((where[text], path.name, row["answer"]))
+    assert not repeated, repeated[:3]
+
+
 def test_no_evaluation_answer_is_made_from_a_training_answer() -> None:
     """The negations and swaps made from the written right answers (written_contrasts) are no
     evaluation answer either."""
