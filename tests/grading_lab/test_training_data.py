@@ -36,6 +36,8 @@ LABELS = {"correct", "partial", "incorrect"}
 EVAL_SETS = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "blind.jsonl")
 # Written answers that no shipped model is trained on yet (data/train/README.md).
 WRITTEN_ONLY = tuple(sorted((DATA_DIR / "train").glob("written_answers_*.jsonl")))
+# Every file of written training answers, whatever reads it.
+TRAINING_FILES = (BANK_ANSWERS, *DECISION_ANSWERS, *WRITTEN_ONLY)
 
 
 def _rows(path: Path) -> list[dict[str, object]]:
@@ -52,7 +54,7 @@ def test_the_decision_answers_are_there() -> None:
     assert sum(len(_rows(p)) for p in DECISION_ANSWERS) == 661
 
 
-@pytest.mark.parametrize("path", [BANK_ANSWERS, *DECISION_ANSWERS, *WRITTEN_ONLY], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", TRAINING_FILES, ids=lambda p: p.name)
 def test_training_answers_are_well_formed(path: Path) -> None:
     keys = _bank_keys()
     assert len(keys) == 42
@@ -68,7 +70,7 @@ def test_training_answers_are_well_formed(path: Path) -> None:
 
 def test_no_evaluation_answer_is_trained_on() -> None:
     evaluation = {normalised(r["answer"]) for path in EVAL_SETS for r in _rows(path)}
-    for path in (BANK_ANSWERS, *DECISION_ANSWERS, *WRITTEN_ONLY):
+    for path in TRAINING_FILES:
         leaked = [r["answer"] for r in _rows(path) if normalised(r["answer"]) in evaluation]
         assert not leaked, (path.name, leaked[:3])
 
@@ -78,7 +80,7 @@ def test_no_answer_stands_in_two_training_files() -> None:
     and a file's own figures in the decision's fit would then read answers another file taught."""
     where: dict[str, str] = {}
     repeated = []
-    for path in (BANK_ANSWERS, *DECISION_ANSWERS, *WRITTEN_ONLY):
+    for path in TRAINING_FILES:
         for row in _rows(path):
             text = normalised(row["answer"])
             if where.setdefault(text, path.name) != path.name:
