@@ -176,7 +176,8 @@ def test_the_written_only_answers_train_nothing_yet() -> None:
     judge nor decision training files."""
     data = json.dumps(default_judge().manifest["data"])
     fitted_on = json.loads(DECISION_PATH.read_text(encoding="utf-8"))["fitted_on"]
-    assert [p.name for p in WRITTEN_ONLY] == ["written_answers_d.jsonl", "written_answers_e.jsonl"]
+    assert [p.name for p in WRITTEN_ONLY] == ["written_answers_d.jsonl", "written_answers_e.jsonl",
+                                              "written_answers_f.jsonl", "written_answers_g.jsonl"]
     for path in WRITTEN_ONLY:
         assert not any(f.endswith(path.name) for f in fitted_on)
         assert path not in DECISION_ANSWERS and path != BANK_ANSWERS
