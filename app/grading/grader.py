@@ -225,6 +225,12 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
             and any(f in flags for f in REVERSAL_FLAGS)):
         verdict, sure = "incorrect", True
+    if ev.role_swap is not None and ev.adopted is None:
+        # A swap of the question's authored roles is incorrect whatever the judge reads: the judge does
+        # not read which subject goes with which clause (docs/GRADING.md, "Known weak spots").
+        verdict, sure = "incorrect", True
+        if "roles_swapped" not in flags:
+            flags.append("roles_swapped")
     p_c, p_p = float(probs[0]), float(probs[1])
     # A misconception is named only when the judge reads the answer as that wrong option's claim
     # (P >= MISCONCEPTION_FLOOR), and more surely than as the accepted answer's; the similarity

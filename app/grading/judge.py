@@ -12,7 +12,7 @@ import numpy as np
 
 from app.grading.align import idea_covered
 from app.grading.checks import restates_question
-from app.grading.roles import roles_swapped, subjects_missing
+from app.grading.roles import RoleSwap, authored_roles, cues_swapped, roles_swapped, subjects_missing
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, Signals, signals
 from app.grading.text import content_stems, has_match
@@ -140,6 +140,7 @@ class Evidence:
     unsupported: bool  # partial credit would have nothing to rest on
     other_margin: float  # how much nearer another question's accepted answer is than this one's
     other_question: str | None  # that question, when the answer is flagged as answering it
+    role_swap: RoleSwap | None = None  # a swap of the question's authored roles (data/roles.yaml)
 
 
 def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model: GeneralModel) -> Evidence:
@@ -158,9 +159,10 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     answers_other = margin >= OTHER_MARGIN and other_sim >= OTHER_FLOOR
     if answers_other:
         flags.append("other_question")
+    roles = authored_roles().get(rubric.item.key or "")
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
-                    other if answers_other else None)
+                    other if answers_other else None, cues_swapped(text, roles) if roles else None)
 
 
 def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
@@ -249,6 +251,10 @@ def decision_feedback(verdict: str, flags: list[str], ev: Evidence, wrong: str |
         return f'This answers a different question ("{ev.other_question}"), not the one asked.'
     if wrong is not None:
         return f'This matches a common misconception: "{wrong}". Compare it with the accepted answer.'
+    if ev.role_swap is not None and verdict == "incorrect":
+        swap = ev.role_swap
+        return (f'You have reversed which one does what: "{swap.cue}" is what {swap.belongs_to} does, not '
+                f'{swap.said_of}. The accepted answer says: "{reference}".')
     if "roles_swapped" in flags:
         return f'You have reversed which one does what; the accepted answer says: "{reference}".'
     cue = NEGATORS.search(answer)

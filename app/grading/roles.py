@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
 
+import yaml
+
+from app.config import DATA_DIR
 from app.grading.text import STOPWORDS, raw_tokens, stem, stems_match
 
 _CLAUSES = re.compile(r"[;.!?\n]+|,\s*|\s+(?:while|whereas|but)\s+|\s+and\s+(?=\w+\s+(?:is|are)\b)")
+_SENTENCES = re.compile(r"[;!?\n]+|\.(?=\s|$)|\s+(?:while|whereas|but)\s+|,\s*(?:while|whereas|but)\s+")
 _MARKERS = (("instead", "of"), ("rather", "than"), ("than",))
 _MARKER_WORDS = frozenset(m[0] for m in _MARKERS)
 
@@ -170,3 +175,119 @@ def subjects_missing(answer: str, clauses: list[list[Clause]]) -> bool:
 
 def _find_subject_k(stems: list[str], subject: tuple[str, ...]) -> bool:
     return _find_subject(stems, [subject])[0] >= 0
+
+
+# Authored roles: for a bank question whose answer gives two subjects different roles (sync and async
+# SGD, DataParallel and DDP, bf16 and fp16), the words that belong to each side, so that a swap
+# written in other words than the accepted answer's ("sync SGD: workers push whenever they finish")
+# is still seen. The authoring data is data/roles.yaml, keyed by question id.
+ROLES_PATH = DATA_DIR / "roles.yaml"
+# Words that reverse or deny what follows them: a segment holding one says what its subject does *not*
+# do, so its cues say nothing about the roles ("async SGD does not wait", "DDP avoids the GIL").
+_DENIALS = frozenset({"not", "no", "never", "without", "nor", "neither", "none", "unlike", "instead", "rather",
+                      "less", "fewer", "lower", "nothing", "nobody", "noone", "cannot", "t", "n't"})
+_DENIAL_STEMS = ("bypass", "avoid", "eliminat", "remov", "skip", "lack", "prevent", "free", "overcom", "solv",
+                 "fix", "sidestep", "escap", "reduc", "cut", "minimi", "mitigat", "limit")
+
+
+@dataclass(frozen=True)
+class Role:
+    """One side of a two-sided answer: the names of its subject and the words that go with it."""
+
+    name: str
+    names: tuple[tuple[str, ...], ...]  # stem sequences, stopwords kept
+    cues: tuple[tuple[str, ...], ...]
+
+
+def _phrase(text: str) -> tuple[str, ...]:
+    return tuple(stem(t) for t in raw_tokens(text))
+
+
+def parse_roles(raw: dict) -> dict[str, tuple[Role, ...]]:
+    """The authored roles by question id; every question needs two or more sides, and no cue may
+    belong to two sides."""
+    out: dict[str, tuple[Role, ...]] = {}
+    for entry in raw.get("questions", []):
+        qid = str(entry["id"])
+        sides = tuple(Role(str(s["names"][0]), tuple(_phrase(n) for n in s["names"]),
+                           tuple(_phrase(c) for c in s["cues"])) for s in entry["roles"])
+        if len(sides) < 2:
+            raise ValueError(f"{qid}: roles need two or more sides")
+        for i, a in enumerate(sides):
+            for b in sides[i + 1 :]:
+                shared = set(a.cues) & set(b.cues) | set(a.names) & set(b.names)
+                if shared:
+                    raise ValueError(f"{qid}: {a.name!r} and {b.name!r} share {sorted(shared)}")
+        out[qid] = sides
+    return out
+
+
+@lru_cache(maxsize=1)
+def authored_roles() -> dict[str, tuple[Role, ...]]:
+    """data/roles.yaml, read once; no file means no authored roles."""
+    if not ROLES_PATH.exists():
+        return {}
+    return parse_roles(yaml.safe_load(ROLES_PATH.read_text(encoding="utf-8")) or {})
+
+
+def _at(stems: list[str], pos: int, phrase: tuple[str, ...]) -> bool:
+    window = stems[pos : pos + len(phrase)]
+    return len(window) == len(phrase) and all(stems_match(a, b) for a, b in zip(window, phrase, strict=True))
+
+
+def _mentions(stems: list[str], roles: tuple[Role, ...]) -> list[tuple[int, int, int]]:
+    """(start, end, side) of every name of a side, left to right, longest name first."""
+    out: list[tuple[int, int, int]] = []
+    pos = 0
+    while pos < len(stems):
+        best = max(((len(n), k) for k, r in enumerate(roles) for n in r.names if _at(stems, pos, n)), default=None)
+        if best is None:
+            pos += 1
+            continue
+        out.append((pos, pos + best[0], best[1]))
+        pos += best[0]
+    return out
+
+
+def _cue_hits(stems: list[str], toks: list[str], cues: tuple[tuple[str, ...], ...]) -> list[str]:
+    """The answer's words for each cue found in a segment."""
+    return [" ".join(toks[p : p + len(c)]) for c in cues for p in range(len(stems)) if _at(stems, p, c)]
+
+
+@dataclass(frozen=True)
+class RoleSwap:
+    """What a swap rests on: the side the answer named, and the other side's word it gave it."""
+
+    said_of: str
+    belongs_to: str
+    cue: str
+
+
+def cues_swapped(answer: str, roles: tuple[Role, ...]) -> RoleSwap | None:
+    """Whether the answer gives one side the other side's words and no side its own.
+
+    Each sentence (or each side of a 'while' / 'whereas' / 'but') is cut at the names of the sides;
+    the words from a name up to the next name are what the answer says of that side (the words before
+    the first name go with it). A segment with a denial ("not", "avoids", "unlike") is left out. A
+    segment is crossed when it holds only another side's cues, confirmed when it holds only its own.
+    """
+    if len(roles) < 2:
+        return None
+    crossed: RoleSwap | None = None
+    for part in _SENTENCES.split(answer):
+        toks = raw_tokens(part)
+        stems = [stem(t) for t in toks]
+        mentions = _mentions(stems, roles)
+        for i, (start, end, side) in enumerate(mentions):
+            stop = mentions[i + 1][0] if i + 1 < len(mentions) else len(stems)
+            lead = start if i == 0 else 0  # the words before the first name
+            seg, seg_toks = stems[:lead] + stems[end:stop], toks[:lead] + toks[end:stop]
+            if any(t in _DENIALS for t in seg_toks) or any(s.startswith(_DENIAL_STEMS) for s in seg):
+                continue
+            own = _cue_hits(seg, seg_toks, roles[side].cues)
+            others = [(k, h) for k, r in enumerate(roles) if k != side for h in _cue_hits(seg, seg_toks, r.cues)]
+            if own and not others:
+                return None
+            if others and not own and crossed is None:
+                crossed = RoleSwap(roles[side].name, roles[others[0][0]].name, others[0][1])
+    return crossed
