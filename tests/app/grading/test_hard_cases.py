@@ -20,10 +20,8 @@ F000, F001, F002, F003 = ("000_78b4b506bc754b1f.txt", "001_d277a1055194c29d.txt"
                           "003_28df717c268ee6dd.txt")
 
 # Verdicts the grader still gets wrong (docs/GRADING.md, "Known weak spots"): the pair judge reads
-# these paraphrases and swaps the wrong way. Strict: the test fails as soon as one of them is graded right.
+# these paraphrases and comparisons the wrong way. Strict: the test fails as soon as one of them is graded right.
 JUDGE_MISSES = {
-    "sync SGD: workers push updates whenever they finish; async SGD: everybody waits and averages each step":
-        "a swap of the two roles in other words than the accepted answer's is read as correct",
     "it gives each rank a disjoint subset of the indices based on its rank and the world size":
         "'disjoint subset' is not read as the accepted answer's 'non-overlapping strides'",
     "reduce-scatter sums the gradients across ranks and each rank keeps just one slice of the result":
@@ -124,3 +122,11 @@ def test_a_negation_in_other_words_is_incorrect_through_the_inline_form() -> Non
     result = grade(prepare(item, encoder), "all-gather leaves each rank with only its own chunk; nobody gets the "
                    "full tensor", encoder)
     assert result.verdict == "incorrect", (result.verdict, result.feedback)
+
+
+def test_a_swap_in_other_words_says_which_side_it_reversed(graded: dict[tuple[str, int, str], GradeResult]) -> None:
+    result = graded[(F003, 6, REPORTED[1][2])]
+    assert result.verdict == "incorrect"
+    assert "roles_swapped" in result.flags
+    assert "reversed which one does what" in result.feedback, result.feedback
+    assert "sync SGD" in result.feedback and "async SGD" in result.feedback, result.feedback
