@@ -10,7 +10,7 @@ from itertools import pairwise
 import yaml
 
 from app.config import DATA_DIR
-from app.grading.text import STOPWORDS, raw_tokens, stem, stems_match
+from app.grading.text import NEGATION_STEMS, NEGATIONS, STOPWORDS, raw_tokens, stem, stems_match
 
 _CLAUSES = re.compile(r"[;.!?\n]+|,\s*|\s+(?:while|whereas|but)\s+|\s+and\s+(?=\w+\s+(?:is|are)\b)")
 _SENTENCES = re.compile(r"[;!?\n]+|\.(?=\s|$)|\s+(?:while|whereas|but)\s+|,\s*(?:while|whereas|but)\s+")
@@ -70,8 +70,7 @@ def _find_subject(stems: list[str], subjects: list[tuple[str, ...]]) -> tuple[in
     """Index of the first subject mentioned in the stems and where it ends (-1 if none)."""
     for pos in range(len(stems)):
         for k, subj in enumerate(subjects):
-            window = stems[pos : pos + len(subj)]
-            if len(window) == len(subj) and all(stems_match(a, b) for a, b in zip(window, subj, strict=True)):
+            if _at(stems, pos, subj):
                 return k, pos + len(subj)
     return -1, 0
 
@@ -184,10 +183,9 @@ def _find_subject_k(stems: list[str], subject: tuple[str, ...]) -> bool:
 ROLES_PATH = DATA_DIR / "roles.yaml"
 # Words that reverse or deny what follows them: a segment holding one says what its subject does *not*
 # do, so its cues say nothing about the roles ("async SGD does not wait", "DDP avoids the GIL").
-_DENIALS = frozenset({"not", "no", "never", "without", "nor", "neither", "none", "unlike", "instead", "rather",
-                      "less", "fewer", "lower", "nothing", "nobody", "noone", "cannot", "t", "n't"})
-_DENIAL_STEMS = ("bypass", "avoid", "eliminat", "remov", "skip", "lack", "prevent", "free", "overcom", "solv",
-                 "fix", "sidestep", "escap", "reduc", "cut", "minimi", "mitigat", "limit")
+_DENIALS = NEGATIONS | {"unlike", "instead", "rather", "less", "fewer", "lower", "nobody", "noone", "cannot", "t"}
+_DENIAL_STEMS = (*NEGATION_STEMS, "overcom", "solv", "fix", "sidestep", "escap", "reduc", "cut", "minimi",
+                 "mitigat", "limit")
 
 
 @dataclass(frozen=True)
