@@ -159,7 +159,8 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     answers_other = margin >= OTHER_MARGIN and other_sim >= OTHER_FLOOR
     if answers_other:
         flags.append("other_question")
-    roles = authored_roles().get(rubric.item.key or "")
+    # A bare list of terms states no roles, whatever order its terms come in.
+    roles = None if "keyword_list" in flags else authored_roles().get(rubric.item.key or "")
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
                     other if answers_other else None, cues_swapped(text, roles) if roles else None)
@@ -253,7 +254,7 @@ def decision_feedback(verdict: str, flags: list[str], ev: Evidence, wrong: str |
         return f'This matches a common misconception: "{wrong}". Compare it with the accepted answer.'
     if ev.role_swap is not None and verdict == "incorrect":
         swap = ev.role_swap
-        return (f'You have reversed which one does what: "{swap.cue}" is what {swap.belongs_to} does, not '
+        return (f'You have reversed which one does what: "{swap.cue}" goes with {swap.belongs_to}, not '
                 f'{swap.said_of}. The accepted answer says: "{reference}".')
     if "roles_swapped" in flags:
         return f'You have reversed which one does what; the accepted answer says: "{reference}".'

@@ -195,6 +195,7 @@ class Role:
     name: str
     names: tuple[tuple[str, ...], ...]  # stem sequences, stopwords kept
     cues: tuple[tuple[str, ...], ...]
+    implied: bool = False  # the side an answer that names no side speaks of (the question's own subject)
 
 
 def _phrase(text: str) -> tuple[str, ...]:
@@ -207,10 +208,13 @@ def parse_roles(raw: dict) -> dict[str, tuple[Role, ...]]:
     out: dict[str, tuple[Role, ...]] = {}
     for entry in raw.get("questions", []):
         qid = str(entry["id"])
-        sides = tuple(Role(str(s["names"][0]), tuple(_phrase(n) for n in s["names"]),
-                           tuple(_phrase(c) for c in s["cues"])) for s in entry["roles"])
+        sides = tuple(Role(str(s["names"][0]), tuple(_phrase(str(n)) for n in s["names"]),
+                           tuple(_phrase(str(c)) for c in s["cues"]), bool(s.get("implied", False)))
+                      for s in entry["roles"])
         if len(sides) < 2:
             raise ValueError(f"{qid}: roles need two or more sides")
+        if sum(side.implied for side in sides) > 1:
+            raise ValueError(f"{qid}: at most one side is implied")
         for i, a in enumerate(sides):
             for b in sides[i + 1 :]:
                 shared = set(a.cues) & set(b.cues) | set(a.names) & set(b.names)
@@ -247,9 +251,42 @@ def _mentions(stems: list[str], roles: tuple[Role, ...]) -> list[tuple[int, int,
     return out
 
 
-def _cue_hits(stems: list[str], toks: list[str], cues: tuple[tuple[str, ...], ...]) -> list[str]:
-    """The answer's words for each cue found in a segment."""
-    return [" ".join(toks[p : p + len(c)]) for c in cues for p in range(len(stems)) if _at(stems, p, c)]
+def _cue_hits(stems: list[str], cues: tuple[tuple[str, ...], ...]) -> list[tuple[int, int]]:
+    """(start, end) of each cue found in a segment."""
+    return [(p, p + len(c)) for c in cues for p in range(len(stems)) if _at(stems, p, c)]
+
+
+# A name right after these words is what its subject is compared with ("bf16 has fewer exponent bits
+# than fp16 so it overflows"), not a new subject: the words after it still go with the subject.
+# "Over" and "ahead of" too ("preferred over Gloo", "ahead of the slow ones"), and "then" after a
+# comparative, as learners often write "than".
+_COMPARED = (("than",), ("over",), ("vs",), ("versus",), ("compared", "to"), ("compared", "with"),
+             ("relative", "to"), ("ahead", "of"), ("behind",))
+_COMPARATIVES = frozenset({"more", "less", "better", "worse", "faster", "slower", "wider", "narrower", "larger",
+                           "smaller", "bigger", "higher", "lower", "fewer", "greater", "safer", "stabler"})
+
+
+def _compared(toks: list[str], start: int) -> bool:
+    if start >= 1 and toks[start - 1] in ("the", "a", "an"):
+        start -= 1
+    if start >= 2 and toks[start - 1] == "then" and toks[start - 2] in _COMPARATIVES:
+        return True
+    return any(tuple(toks[max(start - len(c), 0) : start]) == c for c in _COMPARED)
+
+
+def _segments(toks: list[str], stems: list[str], roles: tuple[Role, ...],
+              implied: int | None) -> list[tuple[int, list[int]]]:
+    """(side, word positions) of what a sentence says of each side it names; the whole sentence for
+    the implied side when the answer names no side (`implied`)."""
+    if implied is not None:
+        return [(implied, list(range(len(stems))))]
+    mentions = [m for m in _mentions(stems, roles) if not _compared(toks, m[0])]
+    out = []
+    for i, (start, end, side) in enumerate(mentions):
+        stop = mentions[i + 1][0] if i + 1 < len(mentions) else len(stems)
+        lead = start if i == 0 else 0  # the words before the first name
+        out.append((side, [*range(lead), *range(end, stop)]))
+    return out
 
 
 @dataclass(frozen=True)
@@ -266,26 +303,31 @@ def cues_swapped(answer: str, roles: tuple[Role, ...]) -> RoleSwap | None:
 
     Each sentence (or each side of a 'while' / 'whereas' / 'but') is cut at the names of the sides;
     the words from a name up to the next name are what the answer says of that side (the words before
-    the first name go with it). A segment with a denial ("not", "avoids", "unlike") is left out. A
-    segment is crossed when it holds only another side's cues, confirmed when it holds only its own.
+    the first name go with it; a name after "than" or "compared to" does not cut). An answer that
+    names no side speaks of the implied side, where the question has one. A segment with a denial
+    ("not", "avoids", "unlike") outside its cues is left out. A segment is crossed when it holds only
+    another side's cues, confirmed when it holds only its own.
     """
     if len(roles) < 2:
         return None
+    parts = [raw_tokens(part) for part in _SENTENCES.split(answer)]
+    parts = [(toks, [stem(t) for t in toks]) for toks in parts]
+    implied = next((k for k, r in enumerate(roles) if r.implied), None)
+    if implied is not None and any(_mentions(stems, roles) for _, stems in parts):
+        implied = None
     crossed: RoleSwap | None = None
-    for part in _SENTENCES.split(answer):
-        toks = raw_tokens(part)
-        stems = [stem(t) for t in toks]
-        mentions = _mentions(stems, roles)
-        for i, (start, end, side) in enumerate(mentions):
-            stop = mentions[i + 1][0] if i + 1 < len(mentions) else len(stems)
-            lead = start if i == 0 else 0  # the words before the first name
-            seg, seg_toks = stems[:lead] + stems[end:stop], toks[:lead] + toks[end:stop]
-            if any(t in _DENIALS for t in seg_toks) or any(s.startswith(_DENIAL_STEMS) for s in seg):
+    for toks, stems in parts:
+        for side, positions in _segments(toks, stems, roles, implied):
+            seg, seg_toks = [stems[p] for p in positions], [toks[p] for p in positions]
+            hits = {k: _cue_hits(seg, r.cues) for k, r in enumerate(roles)}
+            in_cue = {p for spans in hits.values() for a, b in spans for p in range(a, b)}
+            if any((t in _DENIALS or s.startswith(_DENIAL_STEMS)) and p not in in_cue
+                   for p, (t, s) in enumerate(zip(seg_toks, seg, strict=True))):
                 continue
-            own = _cue_hits(seg, seg_toks, roles[side].cues)
-            others = [(k, h) for k, r in enumerate(roles) if k != side for h in _cue_hits(seg, seg_toks, r.cues)]
-            if own and not others:
+            others = [(k, span) for k, spans in hits.items() if k != side for span in spans]
+            if hits[side] and not others:
                 return None
-            if others and not own and crossed is None:
-                crossed = RoleSwap(roles[side].name, roles[others[0][0]].name, others[0][1])
+            if others and not hits[side] and crossed is None:
+                k, (a, b) = others[0]
+                crossed = RoleSwap(roles[side].name, roles[k].name, " ".join(seg_toks[a:b]))
     return crossed

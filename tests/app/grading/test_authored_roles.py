@@ -10,6 +10,10 @@ from grading_lab.evaluation import bank_items
 SYNC_ASYNC = "q_c404f730f66d"
 DP_DDP = "q_519f2c2810fc"
 FAST_SLOW = "q_95bb719cc191"
+BF16_FP16 = "q_66ce346e4ab2"
+NCCL_GLOO = "q_3344d507e37e"
+ONE_F_ONE_B = "q_437d36a4d517"
+FP8 = "q_84293c0738bd"
 
 
 @pytest.mark.parametrize(("qid", "answer", "said_of", "belongs_to"), [
@@ -20,6 +24,12 @@ FAST_SLOW = "q_95bb719cc191"
      "DataParallel"),
     (FAST_SLOW, "bounded staleness has the slow workers blocked until the fast ones are done", "slow workers",
      "fast workers"),
+    # a name after "than" is what the subject is compared with: the words after it still go with the subject
+    (BF16_FP16, "bf16 has fewer exponent bits than fp16 so it overflows more easily", "bf16", "fp16"),
+    (NCCL_GLOO, "Gloo is faster than NCCL on GPUs because it uses NVLink and RDMA", "Gloo", "NCCL"),
+    # an answer that names no side speaks of the question's own subject
+    (ONE_F_ONE_B, "It runs all the forward micro-batches first and then all the backward ones", "1F1B", "GPipe"),
+    (FP8, "E4M3 is for the gradients in the backward pass, E5M2 for the forward activations", "E4M3", "E5M2"),
 ])
 def test_a_side_given_only_the_other_sides_words_is_a_swap(qid: str, answer: str, said_of: str,
                                                             belongs_to: str) -> None:
@@ -38,6 +48,17 @@ def test_a_side_given_only_the_other_sides_words_is_a_swap(qid: str, answer: str
     (DP_DDP, "unlike DataParallel's threads, DDP runs one process per GPU"),
     # the words after a later name go with that name
     (FAST_SLOW, "the fast workers are blocked until the slow workers catch up"),
+    # comparatives, and the other side named in passing
+    (BF16_FP16, "bf16 has a wider range than fp16, which overflows more easily"),
+    (BF16_FP16, "bf16 has more exponent bits than fp16 so it doesn't overflow"),
+    (NCCL_GLOO, "It wins over Gloo for GPU tensors since it uses NVLink and RDMA"),
+    (NCCL_GLOO, "nccl is faster then gloo cause it uses nvlink"),
+    (FAST_SLOW, "it caps how far the fast workers get ahead of the slow ones; then they wait for them"),
+    # a cue that holds a denial word is a cue, not a denial
+    (BF16_FP16, "bf16 has fewer mantissa bits but the same range as fp32"),
+    # the implied side only when the answer names none
+    (ONE_F_ONE_B, "GPipe runs all the forwards first; 1F1B alternates one forward and one backward"),
+    (ONE_F_ONE_B, "it alternates one forward and one backward per stage, so at most p micro-batches are in flight"),
     # no side named, or no side's words: nothing to read
     (SYNC_ASYNC, "workers wait for each other"),
     (SYNC_ASYNC, "sync and async SGD are two ways to train"),
@@ -63,6 +84,20 @@ def test_a_cue_shared_by_two_sides_is_refused() -> None:
                                                  {"names": ["async"], "cues": ["stale", "waits"]}]}]}
     with pytest.raises(ValueError, match="share"):
         parse_roles(raw)
+
+
+def test_two_implied_sides_are_refused() -> None:
+    raw = {"questions": [{"id": "q_x", "roles": [{"names": ["sync"], "cues": ["wait"], "implied": True},
+                                                 {"names": ["async"], "cues": ["stale"], "implied": True}]}]}
+    with pytest.raises(ValueError, match="implied"):
+        parse_roles(raw)
+
+
+def test_numbers_in_the_authoring_data_are_read_as_words() -> None:
+    raw = {"questions": [{"id": "q_x", "roles": [{"names": ["E4M3"], "cues": [448]},
+                                                 {"names": ["E5M2"], "cues": [57344]}]}]}
+    roles = parse_roles(raw)["q_x"]
+    assert cues_swapped("E5M2 tops out at 448", roles) is not None
 
 
 def test_one_side_is_refused() -> None:

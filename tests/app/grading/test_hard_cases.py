@@ -26,10 +26,6 @@ JUDGE_MISSES = {
         "'disjoint subset' is not read as the accepted answer's 'non-overlapping strides'",
     "reduce-scatter sums the gradients across ranks and each rank keeps just one slice of the result":
         "one half of a two-part answer in other words is read as wrong, not partial",
-    "It runs all the forward micro-batches first and then all the backward ones":
-        "a wrong account of the concept that shares its subject (GPipe's schedule for 1F1B) is read as partial",
-    "bf16 has fewer exponent bits than fp16 so it overflows more easily":
-        "a reversed comparison in other words than the accepted answer's is read as partial",
 }
 
 
