@@ -263,4 +263,9 @@ def decision_feedback(verdict: str, flags: list[str], ev: Evidence, wrong: str |
         return f'This says the opposite of the accepted answer ("{reference}"): see "{cue.group(0)}".'
     if "negation_mismatch" in flags:
         return f'Your answer denies the key point; the accepted answer says: "{reference}".'
+    if not missing and not any(f in flags for f in ("evasive", "keyword_list", "off_topic")):
+        # Every key idea's words are there, yet it is not right: name what to compare it with
+        # rather than a bare "Not correct." that leaves the learner nothing to go on.
+        lead = "Partly right" if verdict == "partial" else "Not correct as written"
+        return f'{lead}: compare how you put it with the accepted answer: "{reference}".'
     return feedback(verdict, flags, None, missing)

@@ -71,6 +71,13 @@ NEW = [
 ]
 
 
+# Graded for what their feedback says: wrong, with every key idea's words present.
+FEEDBACK = [
+    (F001, 2, "tensor parallelism, where each GPU has a full copy of the model and serves a different request",
+     "incorrect"),
+]
+
+
 @pytest.fixture(scope="module")
 def graded() -> dict[tuple[str, int, str], GradeResult]:
     """Every case graded in one batch, against rubrics built as serving builds them."""
@@ -80,7 +87,7 @@ def graded() -> dict[tuple[str, int, str], GradeResult]:
     rubrics: dict[tuple[str, int], Rubric] = dict(
         zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
     attach_neighbours(list(rubrics.values()))
-    cases = REPORTED + NEW
+    cases = REPORTED + NEW + FEEDBACK
     results = grade_many([rubrics[(f, n)] for f, n, _, _ in cases], [a for _, _, a, _ in cases], encoder)
     return {(f, n, a): r for (f, n, a, _), r in zip(cases, results, strict=True)}
 
@@ -126,3 +133,14 @@ def test_a_swap_in_other_words_says_which_side_it_reversed(graded: dict[tuple[st
     assert "roles_swapped" in result.flags
     assert "reversed which one does what" in result.feedback, result.feedback
     assert "sync SGD" in result.feedback and "async SGD" in result.feedback, result.feedback
+
+
+def test_a_wrong_answer_with_nothing_missing_is_shown_the_accepted_answer(
+        graded: dict[tuple[str, int, str], GradeResult]) -> None:
+    """No bare "Not correct.": with no idea missing, the feedback quotes what to compare the answer with."""
+    file, number, answer, expected = FEEDBACK[0]
+    result = graded[(file, number, answer)]
+    assert result.verdict == expected
+    assert result.missing_ideas == []
+    assert result.matched_answer is not None
+    assert "accepted answer" in result.feedback and result.matched_answer in result.feedback, result.feedback
