@@ -28,6 +28,7 @@ from app.grading.decision import load_decision
 from app.grading.examples import load_head
 from app.grading.foreign import load_foreign
 from app.grading.pairjudge import JudgeArtifactError, load_judge, use_judge
+from app.grading.roles import authored_roles
 from app.keys.service import Caller
 from app.models import BankState
 from app.serving.aio import SingleFlight
@@ -155,8 +156,8 @@ class Runtime:
                 stage = "encoder"
                 if self.encoder is None:
                     self.encoder = batched(self.settings, self.encoder_factory(self.settings))
-                # The grader's pair judge, decision and its two heads, loaded (and the judge's files
-                # checked against its manifest) before the service says it is ready.
+                # The grader's pair judge, decision, its two heads and the authored roles, loaded (and
+                # the judge's files checked against its manifest) before the service says it is ready.
                 stage = "pair judge"
                 use_judge(load_judge(self.settings.judge_dir))
                 stage = "grading decision"
@@ -165,6 +166,8 @@ class Runtime:
                 load_head()
                 stage = "foreign head"
                 load_foreign()
+                stage = "authored roles"  # data/roles.yaml, checked now rather than on the first answer
+                authored_roles()
                 stage = "ask relevance head"
                 if ask_head:
                     default_relevance()

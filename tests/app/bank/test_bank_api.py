@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from app.config import Settings
 from app.db import make_engine, make_sessionmaker, transaction
+from app.grading import roles
 from app.main import create_app
 from app.models import Question
 from tests.conftest import ingest_with
@@ -94,3 +98,21 @@ def test_not_ready_before_any_ingestion(settings: Settings, fake_encoder: FakeEn
         ready = c.get("/readyz")
         assert ready.status_code == 503 and "tutor ingest" in ready.json()["error"]["message"]
         assert ready.headers["Retry-After"]
+
+
+def test_broken_authored_roles_keep_the_service_not_ready(settings: Settings, fake_encoder: FakeEncoder,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A roles file with a cue on both sides is refused at start-up, not on the first graded answer."""
+    ingest_with(settings, fake_encoder)
+    broken = tmp_path / "roles.yaml"
+    broken.write_text("questions:\n  - id: q_x\n    roles:\n      - {names: [sync], cues: [wait]}\n"
+                      "      - {names: [async], cues: [wait]}\n")
+    monkeypatch.setattr(roles, "ROLES_PATH", broken)
+    roles.authored_roles.cache_clear()
+    try:
+        with TestClient(create_app(settings, lambda _: fake_encoder, load_in_background=False)) as c:
+            ready = c.get("/readyz")
+            assert ready.status_code == 503
+            assert "authored roles" in ready.json()["error"]["message"]
+    finally:
+        roles.authored_roles.cache_clear()
