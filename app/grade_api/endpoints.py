@@ -162,6 +162,7 @@ def get_rubric(rubric_id: str, session: SessionDep, key: ApiKeyDep) -> dict[str,
         "reference_answers": row.reference_answers,
         "wrong_answers": row.wrong_answers,
         "examples": row.examples,
+        "roles": (row.prepared.get("item") or {}).get("roles") or [],
         "model": row.model_id,
         "grader_version": row.grader_version,
     }

@@ -6,6 +6,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.grading.roles import MAX_SIDES, parse_sides
 from app.quiz.schemas import MAX_ANSWER, not_blank
 from contracts.text import PlainText
 
@@ -19,6 +20,34 @@ class Example(BaseModel):
     model_config = ConfigDict(extra="forbid")
     answer: PlainText = Field(min_length=1, max_length=TEXT)
     label: Literal["correct", "partial", "incorrect"]
+
+
+PHRASE = 100
+
+
+class RoleIn(BaseModel):
+    """One side of a two-sided answer: the names of its subject and the words that belong to it only
+    ("sync SGD": "waits", "barrier"). An answer that gives one side only another side's words is
+    graded a swap (docs/GRADING.md, "Authored roles")."""
+
+    model_config = ConfigDict(extra="forbid")
+    names: list[PlainText] = Field(min_length=1, max_length=LIST)
+    cues: list[PlainText] = Field(min_length=1, max_length=50)
+    implied: bool = Field(default=False, description="the side an answer that names no side speaks of")
+
+    @field_validator("names", "cues")
+    @classmethod
+    def _phrases(cls, values: list[str]) -> list[str]:
+        for value in values:
+            if not value.strip() or len(value) > PHRASE:
+                raise ValueError(f"each entry must be 1 to {PHRASE} characters and not blank")
+        return values
+
+
+def _checked_roles(roles: list[RoleIn]) -> None:
+    """Two or more sides, no word on two of them, at most one implied (as data/roles.yaml is checked)."""
+    if roles:
+        parse_sides("roles", [r.model_dump() for r in roles])
 
 
 class RubricIn(BaseModel):
@@ -42,6 +71,7 @@ class RubricIn(BaseModel):
     wrong_answers: list[PlainText] = Field(default_factory=list, max_length=LIST)
     examples: list[Example] = Field(default_factory=list, max_length=200)
     explanation: PlainText | None = Field(default=None, max_length=4 * TEXT)
+    roles: list[RoleIn] = Field(default_factory=list, max_length=MAX_SIDES)
 
     @field_validator("reference_answers", "wrong_answers")
     @classmethod
@@ -50,6 +80,11 @@ class RubricIn(BaseModel):
             if not value.strip() or len(value) > TEXT:
                 raise ValueError(f"each entry must be 1 to {TEXT} characters and not blank")
         return values
+
+    @model_validator(mode="after")
+    def _roles(self) -> Self:
+        _checked_roles(self.roles)
+        return self
 
 
 class GradeIn(BaseModel):
@@ -77,6 +112,7 @@ class GradeIn(BaseModel):
     reference_answers: list[PlainText] | None = Field(default=None, min_length=1, max_length=LIST)
     wrong_answers: list[PlainText] = Field(default_factory=list, max_length=LIST)
     examples: list[Example] = Field(default_factory=list, max_length=200)
+    roles: list[RoleIn] = Field(default_factory=list, max_length=MAX_SIDES)
 
     _blank = field_validator("answer")(not_blank)
 
@@ -87,6 +123,9 @@ class GradeIn(BaseModel):
             raise ValueError("give exactly one of question_id, rubric_id, or question with reference_answers")
         if self.question is not None and not self.reference_answers:
             raise ValueError("reference_answers is required with question")
+        if self.roles and self.question is None:
+            raise ValueError("roles go with an inline question; register them with the rubric otherwise")
+        _checked_roles(self.roles)
         return self
 
     def inline(self) -> RubricIn:
@@ -97,6 +136,7 @@ class GradeIn(BaseModel):
             reference_answers=self.reference_answers,
             wrong_answers=self.wrong_answers,
             examples=self.examples,
+            roles=self.roles,
         )
 
 

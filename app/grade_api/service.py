@@ -46,6 +46,7 @@ def _item(body: RubricIn) -> GradingItem:
         wrong_answers=list(body.wrong_answers),
         explanation=body.explanation,
         examples=[(e.answer, e.label) for e in body.examples],
+        roles=[r.model_dump() for r in body.roles],
     )
 
 

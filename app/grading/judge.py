@@ -12,7 +12,7 @@ import numpy as np
 
 from app.grading.align import idea_covered
 from app.grading.checks import restates_question
-from app.grading.roles import RoleSwap, authored_roles, cues_swapped, roles_swapped, subjects_missing
+from app.grading.roles import RoleSwap, cues_swapped, roles_swapped, subjects_missing
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, Signals, signals
 from app.grading.text import content_stems, has_match
@@ -160,7 +160,7 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     if answers_other:
         flags.append("other_question")
     # A bare list of terms states no roles, whatever order its terms come in.
-    roles = None if "keyword_list" in flags else authored_roles().get(rubric.item.key or "")
+    roles = None if "keyword_list" in flags else rubric.roles
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
                     other if answers_other else None, cues_swapped(text, roles) if roles else None)

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
+from typing import Any
 
 import yaml
 
@@ -202,26 +203,37 @@ def _phrase(text: str) -> tuple[str, ...]:
     return tuple(stem(t) for t in raw_tokens(text))
 
 
-def parse_roles(raw: dict) -> dict[str, tuple[Role, ...]]:
-    """The authored roles by question id; every question needs two or more sides, and no cue may
-    belong to two sides."""
-    out: dict[str, tuple[Role, ...]] = {}
-    for entry in raw.get("questions", []):
-        qid = str(entry["id"])
-        sides = tuple(Role(str(s["names"][0]), tuple(_phrase(str(n)) for n in s["names"]),
-                           tuple(_phrase(str(c)) for c in s["cues"]), bool(s.get("implied", False)))
-                      for s in entry["roles"])
-        if len(sides) < 2:
-            raise ValueError(f"{qid}: roles need two or more sides")
-        if sum(side.implied for side in sides) > 1:
-            raise ValueError(f"{qid}: at most one side is implied")
-        for i, a in enumerate(sides):
-            for b in sides[i + 1 :]:
-                shared = set(a.cues) & set(b.cues) | set(a.names) & set(b.names)
-                if shared:
-                    raise ValueError(f"{qid}: {a.name!r} and {b.name!r} share {sorted(shared)}")
-        out[qid] = sides
-    return out
+MAX_SIDES = 8
+
+
+def parse_sides(where: str, raw_sides: list[dict[str, Any]]) -> tuple[Role, ...]:
+    """The sides of one question (each `{names, cues, implied}`, as in data/roles.yaml): two to
+    MAX_SIDES of them, every name and cue with a word in it, at most one side implied, and no cue or
+    name on two sides. A ValueError says what is wrong."""
+    if not 2 <= len(raw_sides) <= MAX_SIDES:
+        raise ValueError(f"{where}: roles need two to {MAX_SIDES} sides")
+    sides = []
+    for raw in raw_sides:
+        names = tuple(_phrase(str(n)) for n in raw.get("names") or [])
+        cues = tuple(_phrase(str(c)) for c in raw.get("cues") or [])
+        if not names or not cues:
+            raise ValueError(f"{where}: every side needs at least one name and one cue")
+        if not all(names) or not all(cues):
+            raise ValueError(f"{where}: every name and cue needs a word in it")
+        sides.append(Role(str(raw["names"][0]), names, cues, bool(raw.get("implied", False))))
+    if sum(side.implied for side in sides) > 1:
+        raise ValueError(f"{where}: at most one side is implied")
+    for i, a in enumerate(sides):
+        for b in sides[i + 1 :]:
+            shared = set(a.cues) & set(b.cues) | set(a.names) & set(b.names)
+            if shared:
+                raise ValueError(f"{where}: {a.name!r} and {b.name!r} share {sorted(' '.join(x) for x in shared)}")
+    return tuple(sides)
+
+
+def parse_roles(raw: dict[str, Any]) -> dict[str, tuple[Role, ...]]:
+    """The authored roles by question id (data/roles.yaml), each question's sides as `parse_sides` reads them."""
+    return {str(entry["id"]): parse_sides(str(entry["id"]), list(entry["roles"])) for entry in raw.get("questions", [])}
 
 
 @lru_cache(maxsize=1)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from app.grading.align import WeightedStems
-from app.grading.roles import Clause
+from app.grading.roles import Clause, Role, authored_roles, parse_sides
 from app.grading.text import StemSet, has_match
 
 GRADER_VERSION = "grader-1.4"
@@ -27,6 +27,9 @@ class GradingItem:
     examples: list[tuple[str, str]] = field(default_factory=list)
     options: list[str] | None = None
     key: str | None = None
+    # The sides of a two-sided answer and their words (`{names, cues, implied}`, as in data/roles.yaml),
+    # for a question from outside the bank; a bank question's come from data/roles.yaml by its key.
+    roles: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,13 @@ class Rubric:
         return [[s for s in wrong.stems if not has_match(s, accepted)] for wrong in self.wrong_stems]
 
     @cached_property
+    def roles(self) -> tuple[Role, ...] | None:
+        """The sides the role check reads (app/grading/roles.py: cues_swapped), if the question has any."""
+        if self.item.roles:
+            return parse_sides("roles", self.item.roles)
+        return authored_roles().get(self.item.key or "")
+
+    @cached_property
     def example_lift(self) -> float:
         """How well the labelled examples' own neighbours predict their labels (app/grading/examples.py)."""
         from app.grading.examples import example_lift  # the example head's module imports this one
@@ -116,6 +126,7 @@ class Rubric:
                 "examples": [list(e) for e in item.examples],
                 "options": None if item.options is None else list(item.options),
                 "key": item.key,
+                "roles": [dict(side) for side in item.roles],
             },
             "vectors": {
                 "ref": _pack(self.ref_vecs),
@@ -146,6 +157,7 @@ class Rubric:
             examples=[(str(a), str(b)) for a, b in it.get("examples") or []],
             options=None if it.get("options") is None else list(it["options"]),
             key=it.get("key"),
+            roles=[dict(side) for side in it.get("roles") or []],
         )
         vec = d["vectors"]
         expl = vec.get("explanation")
