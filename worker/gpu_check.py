@@ -30,11 +30,27 @@ MiB = 1024 * 1024
 
 
 def check_params(info: DeviceInfo) -> dict[str, dict[str, Any]]:
-    """Per-demo parameters: GPU-sized with CUDA devices, small on CPU."""
+    """Per-demo parameters: GPU-sized for a run that fits this host's GPUs, small for one on CPU ranks.
+
+    A run of n ranks takes n GPUs, one process each (NCCL does not put two ranks on one GPU), so on a
+    host with one GPU the single-device demos run on it and the multi-rank ones on CPU ranks (gloo).
+    """
     gpus = len(info.gpus)
     world = min(max(gpus, 2), 8)
+    cpu = _cpu_params()
     if info.kind != "cuda":
-        return {
+        return cpu
+    sized = _gpu_params(world)
+    return {name: values if _ranks(name, values) <= gpus else cpu[name] for name, values in sized.items()}
+
+
+def _ranks(name: str, values: dict[str, Any]) -> int:
+    demo = CATALOGUE[name]
+    return demo.world_size(demo.params.model_validate(values))
+
+
+def _cpu_params() -> dict[str, dict[str, Any]]:
+    return {
             "allreduce": {"max_bytes": 4 * MiB},
             "collectives": {},
             "pipeline": {"hidden": 256},
@@ -44,6 +60,9 @@ def check_params(info: DeviceInfo) -> dict[str, dict[str, Any]]:
             "sampler": {},
             "matmul": {"sizes": [256, 512, 1024]},
         }
+
+
+def _gpu_params(world: int) -> dict[str, dict[str, Any]]:
     return {
         "allreduce": {
             "world_size": world,
