@@ -278,6 +278,9 @@ _COMPARATIVES = frozenset({"more", "less", "better", "worse", "faster", "slower"
                            "smaller", "bigger", "higher", "lower", "fewer", "greater", "safer", "stabler"})
 
 
+_DESTINATIONS = frozenset({"to", "from", "onto", "into", "across", "among", "between", "on"})
+
+
 def _compared(toks: list[str], start: int) -> bool:
     if start >= 1 and toks[start - 1] in ("the", "a", "an"):
         start -= 1
@@ -296,7 +299,9 @@ def _segments(toks: list[str], stems: list[str], roles: tuple[Role, ...],
     out = []
     for i, (start, end, side) in enumerate(mentions):
         stop = mentions[i + 1][0] if i + 1 < len(mentions) else len(stems)
-        lead = start if i == 0 else 0  # the words before the first name
+        # The words before the first name go with it, unless the name is where something goes or comes
+        # from ("broadcast sends the tensor to every rank": the sending is not every rank's).
+        lead = start if i == 0 and not (start and toks[start - 1] in _DESTINATIONS) else 0
         out.append((side, [*range(lead), *range(end, stop)]))
     return out
 

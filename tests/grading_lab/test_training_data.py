@@ -33,7 +33,8 @@ from grading_lab.judge_train import (
 from tests.conftest import normalised
 
 LABELS = {"correct", "partial", "incorrect"}
-EVAL_SETS = tuple(DATA_DIR / "eval" / f"{name}.jsonl" for name in ("dev", "blind", "roles", "evasive", "swaps", "swaps_more"))
+EVAL_SETS = tuple(DATA_DIR / "eval" / f"{name}.jsonl"
+                  for name in ("dev", "blind", "roles", "evasive", "swaps", "swaps_more"))
 # Written answers that no shipped model is trained on yet (data/train/README.md).
 WRITTEN_ONLY = tuple(sorted((DATA_DIR / "train").glob("written_answers_*.jsonl")))
 # Every file of written training answers, whatever reads it.

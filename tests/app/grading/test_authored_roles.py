@@ -14,6 +14,8 @@ BF16_FP16 = "q_66ce346e4ab2"
 NCCL_GLOO = "q_3344d507e37e"
 ONE_F_ONE_B = "q_437d36a4d517"
 FP8 = "q_84293c0738bd"
+BROADCAST = "q_d01fdd90721c"
+CHECKPOINT_FREQUENCY = "q_84638d423abd"
 
 
 @pytest.mark.parametrize(("qid", "answer", "said_of", "belongs_to"), [
@@ -30,6 +32,9 @@ FP8 = "q_84293c0738bd"
     # an answer that names no side speaks of the question's own subject
     (ONE_F_ONE_B, "It runs all the forward micro-batches first and then all the backward ones", "1F1B", "GPipe"),
     (FP8, "E4M3 is for the gradients in the backward pass, E5M2 for the forward activations", "E4M3", "E5M2"),
+    (BROADCAST, "every rank sends its tensor to rank 0", "all ranks", "source rank"),
+    (CHECKPOINT_FREQUENCY, "checkpointing too often loses more work on a crash, and checkpointing rarely costs I/O",
+     "frequent checkpoints", "rare checkpoints"),
 ])
 def test_a_side_given_only_the_other_sides_words_is_a_swap(qid: str, answer: str, said_of: str,
                                                             belongs_to: str) -> None:
@@ -56,6 +61,9 @@ def test_a_side_given_only_the_other_sides_words_is_a_swap(qid: str, answer: str
     (FAST_SLOW, "it caps how far the fast workers get ahead of the slow ones; then they wait for them"),
     # a cue that holds a denial word is a cue, not a denial
     (BF16_FP16, "bf16 has fewer mantissa bits but the same range as fp32"),
+    # a name after "to" or "from" is where something goes: the words before it are not its
+    (BROADCAST, "broadcast sends the tensor to every rank, e.g. the initial weights"),
+    (BROADCAST, "every rank receives a copy of the root's tensor"),
     # the implied side only when the answer names none
     (ONE_F_ONE_B, "GPipe runs all the forwards first; 1F1B alternates one forward and one backward"),
     (ONE_F_ONE_B, "it alternates one forward and one backward per stage, so at most p micro-batches are in flight"),
