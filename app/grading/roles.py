@@ -276,8 +276,8 @@ _COMPARED = (("than",), ("over",), ("vs",), ("versus",), ("compared", "to"), ("c
              ("relative", "to"), ("ahead", "of"), ("behind",))
 _COMPARATIVES = frozenset({"more", "less", "better", "worse", "faster", "slower", "wider", "narrower", "larger",
                            "smaller", "bigger", "higher", "lower", "fewer", "greater", "safer", "stabler"})
-
-
+# A first name right after these words is where something goes or comes from, not who does it: the
+# words before it are not said of it ("broadcast sends the tensor to every rank").
 _DESTINATIONS = frozenset({"to", "from", "onto", "into", "across", "among", "between", "on"})
 
 
@@ -299,9 +299,7 @@ def _segments(toks: list[str], stems: list[str], roles: tuple[Role, ...],
     out = []
     for i, (start, end, side) in enumerate(mentions):
         stop = mentions[i + 1][0] if i + 1 < len(mentions) else len(stems)
-        # The words before the first name go with it, unless the name is where something goes or comes
-        # from ("broadcast sends the tensor to every rank": the sending is not every rank's).
-        lead = start if i == 0 and not (start and toks[start - 1] in _DESTINATIONS) else 0
+        lead = start if i == 0 and not (start and toks[start - 1] in _DESTINATIONS) else 0  # the words before
         out.append((side, [*range(lead), *range(end, stop)]))
     return out
 
@@ -320,10 +318,10 @@ def cues_swapped(answer: str, roles: tuple[Role, ...]) -> RoleSwap | None:
 
     Each sentence (or each side of a 'while' / 'whereas' / 'but') is cut at the names of the sides;
     the words from a name up to the next name are what the answer says of that side (the words before
-    the first name go with it; a name after "than" or "compared to" does not cut). An answer that
-    names no side speaks of the implied side, where the question has one. A segment with a denial
-    ("not", "avoids", "unlike") outside its cues is left out. A segment is crossed when it holds only
-    another side's cues, confirmed when it holds only its own.
+    the first name go with it, unless it follows "to" or "from"; a name after "than" or "compared to"
+    does not cut). An answer that names no side speaks of the implied side, where the question has
+    one. A segment with a denial ("not", "avoids", "unlike") outside its cues is left out. A segment
+    is crossed when it holds only another side's cues, confirmed when it holds only its own.
     """
     if len(roles) < 2:
         return None
