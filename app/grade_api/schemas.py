@@ -25,6 +25,14 @@ class Example(BaseModel):
 PHRASE = 100
 
 
+def _each_within(values: list[str], limit: int) -> list[str]:
+    """The entries of a list field, each 1 to `limit` characters and not blank."""
+    for value in values:
+        if not value.strip() or len(value) > limit:
+            raise ValueError(f"each entry must be 1 to {limit} characters and not blank")
+    return values
+
+
 class RoleIn(BaseModel):
     """One side of a two-sided answer: the names of its subject and the words that belong to it only
     ("sync SGD": "waits", "barrier"). An answer that gives one side only another side's words is
@@ -38,10 +46,7 @@ class RoleIn(BaseModel):
     @field_validator("names", "cues")
     @classmethod
     def _phrases(cls, values: list[str]) -> list[str]:
-        for value in values:
-            if not value.strip() or len(value) > PHRASE:
-                raise ValueError(f"each entry must be 1 to {PHRASE} characters and not blank")
-        return values
+        return _each_within(values, PHRASE)
 
 
 def _checked_roles(roles: list[RoleIn]) -> None:
@@ -76,10 +81,7 @@ class RubricIn(BaseModel):
     @field_validator("reference_answers", "wrong_answers")
     @classmethod
     def _texts(cls, values: list[str]) -> list[str]:
-        for value in values:
-            if not value.strip() or len(value) > TEXT:
-                raise ValueError(f"each entry must be 1 to {TEXT} characters and not blank")
-        return values
+        return _each_within(values, TEXT)
 
     @model_validator(mode="after")
     def _roles(self) -> Self:
