@@ -325,8 +325,8 @@ def cues_swapped(answer: str, roles: tuple[Role, ...]) -> RoleSwap | None:
     """
     if len(roles) < 2:
         return None
-    parts = [raw_tokens(part) for part in _SENTENCES.split(answer)]
-    parts = [(toks, [stem(t) for t in toks]) for toks in parts]
+    sentences = [raw_tokens(part) for part in _SENTENCES.split(answer)]
+    parts = [(toks, [stem(t) for t in toks]) for toks in sentences]
     implied = next((k for k, r in enumerate(roles) if r.implied), None)
     if implied is not None and any(_mentions(stems, roles) for _, stems in parts):
         implied = None
