@@ -277,7 +277,7 @@ _COMPARED = (("than",), ("over",), ("vs",), ("versus",), ("compared", "to"), ("c
 _COMPARATIVES = frozenset({"more", "less", "better", "worse", "faster", "slower", "wider", "narrower", "larger",
                            "smaller", "bigger", "higher", "lower", "fewer", "greater", "safer", "stabler"})
 # A first name right after these words is where something goes or comes from, not who does it: the
-# words before it are not said of it ("broadcast sends the tensor to every rank").
+# words before it are not said of it ("broadcast sends the tensor to every rank"; `_acted_on`).
 _DESTINATIONS = frozenset({"to", "from", "onto", "into", "across", "among", "between", "on"})
 
 
@@ -287,6 +287,16 @@ def _compared(toks: list[str], start: int) -> bool:
     if start >= 2 and toks[start - 1] == "then" and toks[start - 2] in _COMPARATIVES:
         return True
     return any(tuple(toks[max(start - len(c), 0) : start]) == c for c in _COMPARED)
+
+
+def _acted_on(toks: list[str], stems: list[str], roles: tuple[Role, ...], start: int) -> bool:
+    """Whether the name at `start` is where something goes ("to every rank") or what a cue just before
+    it acts on ("sends each rank a chunk"): then the words before it are not said of it."""
+    if not start:
+        return False
+    if toks[start - 1] in _DESTINATIONS:
+        return True
+    return any(start >= len(c) and _at(stems, start - len(c), c) for r in roles for c in r.cues)
 
 
 def _segments(toks: list[str], stems: list[str], roles: tuple[Role, ...],
@@ -299,7 +309,7 @@ def _segments(toks: list[str], stems: list[str], roles: tuple[Role, ...],
     out = []
     for i, (start, end, side) in enumerate(mentions):
         stop = mentions[i + 1][0] if i + 1 < len(mentions) else len(stems)
-        lead = start if i == 0 and not (start and toks[start - 1] in _DESTINATIONS) else 0  # the words before
+        lead = start if i == 0 and not _acted_on(toks, stems, roles, start) else 0  # the words before
         out.append((side, [*range(lead), *range(end, stop)]))
     return out
 
@@ -318,10 +328,11 @@ def cues_swapped(answer: str, roles: tuple[Role, ...]) -> RoleSwap | None:
 
     Each sentence (or each side of a 'while' / 'whereas' / 'but') is cut at the names of the sides;
     the words from a name up to the next name are what the answer says of that side (the words before
-    the first name go with it, unless it follows "to" or "from"; a name after "than" or "compared to"
-    does not cut). An answer that names no side speaks of the implied side, where the question has
-    one. A segment with a denial ("not", "avoids", "unlike") outside its cues is left out. A segment
-    is crossed when it holds only another side's cues, confirmed when it holds only its own.
+    the first name go with it, unless it follows "to", "from" or a cue that acts on it; a name after
+    "than" or "compared to" does not cut). An answer that names no side speaks of the implied side,
+    where the question has one. A segment with a denial ("not", "avoids", "unlike") outside its cues
+    is left out. A segment is crossed when it holds only another side's cues, confirmed when it holds
+    only its own.
     """
     if len(roles) < 2:
         return None

@@ -64,6 +64,8 @@ def test_a_side_given_only_the_other_sides_words_is_a_swap(qid: str, answer: str
     # a name after "to" or "from" is where something goes: the words before it are not its
     (BROADCAST, "broadcast sends the tensor to every rank, e.g. the initial weights"),
     (BROADCAST, "every rank receives a copy of the root's tensor"),
+    # a name right after a cue is what the cue acts on: scatter told as broadcast is wrong, not a swap
+    (BROADCAST, "broadcast sends each rank a different chunk of the source tensor"),
     # the implied side only when the answer names none
     (ONE_F_ONE_B, "GPipe runs all the forwards first; 1F1B alternates one forward and one backward"),
     (ONE_F_ONE_B, "it alternates one forward and one backward per stage, so at most p micro-batches are in flight"),
