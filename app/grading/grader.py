@@ -114,6 +114,7 @@ SURE_FLAGS = frozenset({"keyword_list", "evasive", "off_topic"})
 # margin is one input of the decision: vague and partial answers, and right answers in other words,
 # often sit a little nearer a neighbouring question's answer (grouped CV in grading_lab/decision_fit.py).
 OTHER_SURE_MARGIN = 0.4
+PARTIAL_NEEDS_SUPPORT = True  # EXPERIMENT SWITCH
 
 Judged = tuple[Evidence, np.ndarray, np.ndarray]  # evidence; judge on accepted answers; on wrong options
 
@@ -219,7 +220,7 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     else:
         verdict = ev.adopted or ("incorrect" if sure else VERDICTS[int(np.argmax(probs))])
     flags = list(ev.flags)
-    if verdict == "partial" and ev.unsupported:  # partial credit needs something to rest on
+    if PARTIAL_NEEDS_SUPPORT and verdict == "partial" and ev.unsupported:  # partial credit needs support
         verdict, sure = "incorrect", True
         flags.append("off_topic")
     if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
