@@ -114,7 +114,6 @@ SURE_FLAGS = frozenset({"keyword_list", "evasive", "off_topic"})
 # margin is one input of the decision: vague and partial answers, and right answers in other words,
 # often sit a little nearer a neighbouring question's answer (grouped CV in grading_lab/decision_fit.py).
 OTHER_SURE_MARGIN = 0.4
-PARTIAL_NEEDS_SUPPORT = True  # EXPERIMENT SWITCH
 
 Judged = tuple[Evidence, np.ndarray, np.ndarray]  # evidence; judge on accepted answers; on wrong options
 
@@ -220,7 +219,11 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     else:
         verdict = ev.adopted or ("incorrect" if sure else VERDICTS[int(np.argmax(probs))])
     flags = list(ev.flags)
-    if PARTIAL_NEEDS_SUPPORT and verdict == "partial" and ev.unsupported:  # partial credit needs support
+    if adjusted is not None and verdict == "partial" and ev.unsupported:
+        # A head's partial credit needs something to rest on. The decision alone weighs `unsupported`
+        # as one of its inputs; vetoing its partial verdicts as well cost partial answers more than it
+        # caught evasions (grouped CV in grading_lab/decision_fit.py: 3-way 0.800 with the veto, 0.810
+        # without; partial 0.665 against 0.714, evasive 0.707 against 0.672).
         verdict, sure = "incorrect", True
         flags.append("off_topic")
     if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
