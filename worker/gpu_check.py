@@ -35,13 +35,16 @@ def check_params(info: DeviceInfo) -> dict[str, dict[str, Any]]:
     A run of n ranks takes n GPUs, one process each (NCCL does not put two ranks on one GPU), so on a
     host with one GPU the single-device demos run on it and the multi-rank ones on CPU ranks (gloo).
     """
-    gpus = len(info.gpus)
-    world = min(max(gpus, 2), 8)
     cpu = _cpu_params()
     if info.kind != "cuda":
         return cpu
-    sized = _gpu_params(world)
-    return {name: values if _ranks(name, values) <= gpus else cpu[name] for name, values in sized.items()}
+    sized = _gpu_params(min(max(len(info.gpus), 2), 8))
+    return {name: values if on_gpus(info, _ranks(name, values)) else cpu[name] for name, values in sized.items()}
+
+
+def on_gpus(info: DeviceInfo, world: int) -> bool:
+    """Whether a run of `world` ranks goes to this host's GPUs (one each), not to CPU ranks."""
+    return info.kind == "cuda" and len(info.gpus) >= world
 
 
 def _ranks(name: str, values: dict[str, Any]) -> int:
@@ -159,7 +162,7 @@ class QueueCheck:
         demo = CATALOGUE[name]
         values = demo.params.model_validate(params)
         world = demo.world_size(values)
-        gpu = self.info.kind == "cuda" and len(self.info.gpus) >= world
+        gpu = on_gpus(self.info, world)
         kind = hardware_kind("cuda", self.info.gpus[0]) if gpu else "cpu"
         job_id = f"j_check_{name}"
         self.jobs.put_job(queue_name(kind, world), job_body(

@@ -299,13 +299,13 @@ def _acted_on(toks: list[str], stems: list[str], roles: tuple[Role, ...], start:
     return any(start >= len(c) and _at(stems, start - len(c), c) for r in roles for c in r.cues)
 
 
-def _segments(toks: list[str], stems: list[str], roles: tuple[Role, ...],
+def _segments(toks: list[str], stems: list[str], roles: tuple[Role, ...], named: list[tuple[int, int, int]],
               implied: int | None) -> list[tuple[int, list[int]]]:
-    """(side, word positions) of what a sentence says of each side it names; the whole sentence for
-    the implied side when the answer names no side (`implied`)."""
+    """(side, word positions) of what a sentence says of each side it names (`named`: its `_mentions`);
+    the whole sentence for the implied side when the answer names no side (`implied`)."""
     if implied is not None:
         return [(implied, list(range(len(stems))))]
-    mentions = [m for m in _mentions(stems, roles) if not _compared(toks, m[0])]
+    mentions = [m for m in named if not _compared(toks, m[0])]
     out = []
     for i, (start, end, side) in enumerate(mentions):
         stop = mentions[i + 1][0] if i + 1 < len(mentions) else len(stems)
@@ -337,13 +337,14 @@ def cues_swapped(answer: str, roles: tuple[Role, ...]) -> RoleSwap | None:
     if len(roles) < 2:
         return None
     sentences = [raw_tokens(part) for part in _SENTENCES.split(answer)]
-    parts = [(toks, [stem(t) for t in toks]) for toks in sentences]
+    stemmed = [[stem(t) for t in toks] for toks in sentences]
+    parts = [(toks, stems, _mentions(stems, roles)) for toks, stems in zip(sentences, stemmed, strict=True)]
     implied = next((k for k, r in enumerate(roles) if r.implied), None)
-    if implied is not None and any(_mentions(stems, roles) for _, stems in parts):
+    if implied is not None and any(named for _, _, named in parts):
         implied = None
     crossed: RoleSwap | None = None
-    for toks, stems in parts:
-        for side, positions in _segments(toks, stems, roles, implied):
+    for toks, stems, named in parts:
+        for side, positions in _segments(toks, stems, roles, named, implied):
             seg, seg_toks = [stems[p] for p in positions], [toks[p] for p in positions]
             hits = {k: _cue_hits(seg, r.cues) for k, r in enumerate(roles)}
             in_cue = {p for spans in hits.values() for a, b in spans for p in range(a, b)}
