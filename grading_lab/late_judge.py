@@ -1,0 +1,283 @@
+"""A late-interaction judge, measured side by side with the pair judge (not served).
+
+The pair judge (app/grading/pairjudge.py) is a second transformer pass over the accepted answer, the
+question and the answer together: 60-160 tokens, about 3.4 times one encode of the answer alone.
+This judge reads the two texts apart through MiniLM's first `split` layers, kept frozen, and
+together only through the last ones, fine-tuned. Its lower layers are the encoder's own, so served
+it would cost the answer's encode (which the grader runs anyway; the layer's states would be one
+more output of the same pass), the accepted answer's states computed once per rubric, and
+`6 - split` layers over the joined states.
+
+`python -m grading_lab.late_judge --split 4` trains it with the pair judge's data and recipe
+(grading_lab/judge_train.py), then prints its figures alone on the dev set (argmax of its three
+probabilities, as `dev_alone` in models/judge/judge.json) and the time of one joined pass against one
+encode of the answer alone and one pass of the pair judge's size over the joined text, all in PyTorch
+fp32, one text per call, in the same run. The blind set is never read here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import random
+import statistics
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from app.grading.pairjudge import JUDGE_LABELS, pair_text
+from grading_lab.judge_train import Recipe, dev_triples, training_pairs
+from ingest.embedder import resolve_model_path
+
+FIRST_MAX = 128  # tokens of the accepted answer and question, read alone
+ANSWER_MAX = 96  # tokens of the answer, read alone
+
+
+def _load() -> tuple[Any, Any]:
+    from transformers import AutoModel, AutoTokenizer
+
+    base = resolve_model_path(Recipe.base_model)
+    return AutoTokenizer.from_pretrained(str(base)), AutoModel.from_pretrained(str(base), attn_implementation="eager")
+
+
+def _mask(lengths: list[int], total: int) -> Any:
+    import torch
+
+    keep = torch.arange(total)[None, :] < torch.tensor(lengths)[:, None]
+    return (~keep).float()[:, None, None, :] * torch.finfo(torch.float32).min
+
+
+def _run(layers: Any, hidden: Any, mask: Any) -> Any:
+    for layer in layers:
+        out = layer(hidden, attention_mask=mask)
+        hidden = out[0] if isinstance(out, tuple) else out
+    return hidden
+
+
+def lower_states(tokenizer: Any, bert: Any, texts: list[str], split: int, max_length: int) -> dict[str, Any]:
+    """Each distinct text's token states after the first `split` layers, read alone."""
+    import torch
+
+    out: dict[str, Any] = {}
+    distinct = sorted(set(texts), key=len)
+    with torch.no_grad():
+        for i in range(0, len(distinct), 64):
+            chunk = distinct[i:i + 64]
+            enc = tokenizer(chunk, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
+            hidden = bert.embeddings(input_ids=enc["input_ids"], token_type_ids=enc["token_type_ids"])
+            lengths = enc["attention_mask"].sum(1).tolist()
+            hidden = _run(bert.encoder.layer[:split], hidden, _mask(lengths, hidden.shape[1]))
+            for text, h, n in zip(chunk, hidden, lengths, strict=True):
+                out[text] = h[:n].clone()
+    return out
+
+
+class LateJudge:
+    """The upper layers over the joined states, a segment vector marking the answer's, and a classifier."""
+
+    def __init__(self, bert: Any, split: int) -> None:
+        import torch
+
+        self.layers = torch.nn.ModuleList(copy.deepcopy(bert.encoder.layer[split:]))
+        hidden = bert.config.hidden_size
+        self.segment = torch.nn.Parameter(torch.zeros(hidden))
+        self.pool = torch.nn.Linear(hidden, hidden)
+        self.head = torch.nn.Linear(hidden, len(JUDGE_LABELS))
+        self.modules = torch.nn.ModuleList([self.layers, self.pool, self.head])
+        self.dropout = torch.nn.Dropout(0.1)
+
+    def parameters(self) -> list[Any]:
+        return [*self.modules.parameters(), self.segment]
+
+    def train(self, on: bool) -> None:
+        self.modules.train(on)
+        self.dropout.train(on)
+
+    def logits(self, firsts: list[Any], answers: list[Any]) -> Any:
+        import torch
+
+        joined = [torch.cat([f, a + self.segment]) for f, a in zip(firsts, answers, strict=True)]
+        lengths = [len(j) for j in joined]
+        total = max(lengths)
+        hidden = torch.stack([torch.nn.functional.pad(j, (0, 0, 0, total - len(j))) for j in joined])
+        hidden = _run(self.layers, hidden, _mask(lengths, total))
+        pooled = torch.tanh(self.pool(hidden[:, 0]))
+        return self.head(self.dropout(pooled))
+
+
+def train(split: int, epochs: int, learning_rate: float, seed: int = Recipe.seed, crossfit: int | None = None,
+          log: Any = print, loaded: tuple[Any, Any] | None = None) -> tuple[LateJudge, Any, Any]:
+    """The upper layers and head fitted on the pair judge's training pairs (less one cross-fitting fold
+    of the decision's written answers when `crossfit` is set), the lower states read once."""
+    import torch
+
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    recipe = Recipe(crossfit=crossfit)
+    pairs = training_pairs(recipe)
+    tokenizer, bert = loaded or _load()
+    bert.eval()
+    started = time.monotonic()
+    firsts = lower_states(tokenizer, bert, [pair_text(p.question, p.reference) for p in pairs], split, FIRST_MAX)
+    answers = lower_states(tokenizer, bert, [p.answer for p in pairs], split, ANSWER_MAX)
+    log(f"{len(pairs)} pairs; lower states of {len(firsts) + len(answers)} texts "
+        f"in {time.monotonic() - started:.0f} s")
+    judge = LateJudge(bert, split)
+    counts = Counter(p.label for p in pairs)
+    weights = torch.tensor([len(pairs) / (len(JUDGE_LABELS) * counts[label]) for label in JUDGE_LABELS])
+    loss_fn = torch.nn.CrossEntropyLoss(weight=weights)
+    size = recipe.batch_size
+    steps = epochs * math.ceil(len(pairs) / size)
+    optimiser = torch.optim.AdamW(judge.parameters(), lr=learning_rate, weight_decay=0.01)
+    from transformers import get_linear_schedule_with_warmup
+
+    schedule = get_linear_schedule_with_warmup(optimiser, int(recipe.warmup * steps), steps)
+    judge.train(True)
+    step = 0
+    for epoch in range(epochs):
+        order = list(range(len(pairs)))
+        rng.shuffle(order)
+        for i in range(0, len(order), size):
+            batch = [pairs[j] for j in order[i:i + size]]
+            logits = judge.logits([firsts[pair_text(p.question, p.reference)] for p in batch],
+                                  [answers[p.answer] for p in batch])
+            loss = loss_fn(logits, torch.tensor([JUDGE_LABELS.index(p.label) for p in batch]))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(judge.parameters(), 1.0)
+            optimiser.step()
+            schedule.step()
+            optimiser.zero_grad()
+            step += 1
+            if step % 200 == 0:
+                log(f"epoch {epoch + 1} step {step}/{steps} loss {loss.item():.3f} "
+                    f"({time.monotonic() - started:.0f} s)")
+    judge.train(False)
+    return judge, tokenizer, bert
+
+
+class ReadingJudge:
+    """A trained late judge behind the pair judge's interface (`probabilities`), read in PyTorch fp32,
+    so that the whole grader can be measured with it (`whole_grader`)."""
+
+    def __init__(self, judge: LateJudge, tokenizer: Any, bert: Any, split: int) -> None:
+        self.judge, self.tokenizer, self.bert, self.split = judge, tokenizer, bert, split
+
+    def probabilities(self, triples: list[tuple[str, str, str]]) -> np.ndarray:
+        import torch
+
+        firsts = lower_states(self.tokenizer, self.bert, [pair_text(q, r) for q, r, _ in triples], self.split,
+                              FIRST_MAX)
+        answers = lower_states(self.tokenizer, self.bert, [a for _, _, a in triples], self.split, ANSWER_MAX)
+        with torch.no_grad():
+            rows = [torch.softmax(self.judge.logits([firsts[pair_text(q, r)]], [answers[a]])[0], -1).numpy()
+                    for q, r, a in triples]
+        return np.stack(rows).astype(np.float32) if rows else np.zeros((0, len(JUDGE_LABELS)), np.float32)
+
+
+def whole_grader(split: int, epochs: int, learning_rate: float, log: Any = print) -> dict[str, Any]:
+    """The learned decision's grouped CV (grading_lab/decision_fit.py: the dev set and the decision's
+    written answers) with late judges in the pair judge's place: one trained like the shipped judge
+    reads the dev set, and two cross-fitted ones each read the fold of questions they were trained
+    without, as `tutor models train-judge --crossfit` does for the pair judge."""
+    from functools import partial
+
+    from app.grading.grader import Graders
+    from grading_lab.decision_fit import DEFAULT_FILES, _in_fold, bank_rubrics, concat, crossval, dataset
+    from grading_lab.judge_train import CROSSFIT_FOLDS, DECISION_ANSWERS
+    from ingest.embedder import SentenceTransformerEncoder
+
+    loaded = _load()
+    judges = {k: ReadingJudge(train(split, epochs, learning_rate, crossfit=k, log=log, loaded=loaded)[0],
+                              *loaded, split)
+              for k in (None, *range(CROSSFIT_FOLDS))}
+    encoder = SentenceTransformerEncoder()
+    rubrics = bank_rubrics(encoder)
+    trained_on = {p.name for p in DECISION_ANSWERS}
+    parts = []
+    for path in DEFAULT_FILES:
+        if path.name not in trained_on:
+            parts.append(dataset(path, encoder, Graders(judge=judges[None]), rubrics=rubrics))  # type: ignore[arg-type]
+            continue
+        for k in range(CROSSFIT_FOLDS):
+            parts.append(dataset(path, encoder, Graders(judge=judges[k]),  # type: ignore[arg-type]
+                                 keep=partial(_in_fold, k), rubrics=rubrics))
+    return crossval(concat(parts))
+
+
+def dev_alone(judge: LateJudge, tokenizer: Any, bert: Any, split: int) -> dict[str, Any]:
+    """As judge_train.dev_figures reads the pair judge: argmax on the dev set, each answer alone."""
+    import torch
+
+    from grading_lab.logreg import macro_f1
+
+    rows, triples = dev_triples()
+    firsts = lower_states(tokenizer, bert, [pair_text(q, r) for q, r, _ in triples], split, FIRST_MAX)
+    answers = lower_states(tokenizer, bert, [a for _, _, a in triples], split, ANSWER_MAX)
+    with torch.no_grad():
+        pred = [JUDGE_LABELS[int(judge.logits([firsts[pair_text(q, r)]], [answers[a]]).argmax())]
+                for q, r, a in triples]
+    truth = [row["label"] for row in rows]
+    two = lambda labels: ["correct" if v == "correct" else "not" for v in labels]  # noqa: E731
+    kinds: dict[str, list[bool]] = {}
+    for row, p in zip(rows, pred, strict=True):
+        kinds.setdefault(row.get("kind", "?"), []).append(p == row["label"])
+    return {"macro_f1_3": round(macro_f1(truth, pred, list(JUDGE_LABELS)), 4),
+            "macro_f1_2": round(macro_f1(two(truth), two(pred), ["correct", "not"]), 4),
+            "per_kind": {k: round(float(np.mean(v)), 3) for k, v in sorted(kinds.items())}}
+
+
+def timing(judge: LateJudge, tokenizer: Any, bert: Any, split: int, rounds: int = 3) -> dict[str, float]:
+    """Median ms of one joined pass (the upper layers over a dev pair's states) and of one full encode of
+    the answer alone, in turns, one text per call, one thread."""
+    import torch
+
+    torch.set_num_threads(1)
+    _, triples = dev_triples()
+    sample = triples[::4]
+    firsts = lower_states(tokenizer, bert, [pair_text(q, r) for q, r, _ in sample], split, FIRST_MAX)
+    answers = lower_states(tokenizer, bert, [a for _, _, a in sample], split, ANSWER_MAX)
+    joined, encode, pair = [], [], []
+    alone = [tokenizer([a], truncation=True, max_length=ANSWER_MAX, return_tensors="pt") for _, _, a in sample]
+    both = [tokenizer([pair_text(q, r)], [a], truncation="longest_first", max_length=160, return_tensors="pt")
+            for q, r, a in sample]
+    with torch.no_grad():
+        for _ in range(rounds):
+            for (q, r, a), one, two in zip(sample, alone, both, strict=True):
+                t = time.perf_counter()
+                judge.logits([firsts[pair_text(q, r)]], [answers[a]])
+                joined.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                bert(**one)
+                encode.append(time.perf_counter() - t)
+                t = time.perf_counter()
+                bert(**two)
+                pair.append(time.perf_counter() - t)
+    j, e, f = (statistics.median(v) * 1e3 for v in (joined, encode, pair))
+    return {"joined_ms": round(j, 3), "encode_ms": round(e, 3), "pair_pass_ms": round(f, 3),
+            "joined_over_encode": round(j / e, 3), "pair_pass_over_encode": round(f / e, 3)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", type=int, default=4, help="frozen lower layers (of 6)")
+    parser.add_argument("--epochs", type=int, default=Recipe.epochs)
+    parser.add_argument("--lr", type=float, default=Recipe.learning_rate)
+    parser.add_argument("--whole", action="store_true",
+                        help="the whole grader's grouped CV with late judges (three trained, cross-fitted)")
+    args = parser.parse_args(argv)
+    if args.whole:
+        print(json.dumps({"split": args.split, "epochs": args.epochs, "lr": args.lr,
+                          "grouped_cv": whole_grader(args.split, args.epochs, args.lr)}, indent=1))
+        return
+    judge, tokenizer, bert = train(args.split, args.epochs, args.lr)
+    print(json.dumps({"split": args.split, "epochs": args.epochs, "lr": args.lr,
+                      "dev_alone": dev_alone(judge, tokenizer, bert, args.split),
+                      "timing": timing(judge, tokenizer, bert, args.split)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
