@@ -97,7 +97,7 @@ def main() -> None:
     print(f"one int8 encode of an answer: p50 {enc:.2f} ms")
     print(f"pair judge pass: p50 {statistics.median(pairs):.2f} ms, "
           f"{statistics.median([p / e for p, e in zip(pairs, encodes, strict=True)]):.2f} x one encode")
-    print(f"late judge joined pass ({6 - args.split} layers): p50 {statistics.median(joined):.2f} ms, "
+    print(f"late judge joined pass, joined layers {6 - args.split}: p50 {statistics.median(joined):.2f} ms, "
           f"{statistics.median([j / e for j, e in zip(joined, encodes, strict=True)]):.2f} x one encode, "
           f"{statistics.median([j / p for j, p in zip(joined, pairs, strict=True)]):.2f} x the pair judge")
 

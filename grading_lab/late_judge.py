@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from app.grading.pairjudge import JUDGE_LABELS, pair_text
-from grading_lab.judge_train import Recipe, dev_triples, training_pairs
+from grading_lab.judge_train import Recipe, dev_figures, dev_triples, training_pairs
 from ingest.embedder import resolve_model_path
 
 FIRST_MAX = 128  # tokens of the accepted answer and question, read alone
@@ -194,6 +194,7 @@ def whole_grader(split: int, epochs: int, learning_rate: float, log: Any = print
     judges = {k: ReadingJudge(train(split, epochs, learning_rate, crossfit=k, log=log, loaded=loaded)[0],
                               *loaded, split)
               for k in (None, *range(CROSSFIT_FOLDS))}
+    log(json.dumps({"dev_alone": dev_alone(judges[None].judge, *loaded, split)}))
     encoder = SentenceTransformerEncoder()
     rubrics = bank_rubrics(encoder)
     trained_on = {p.name for p in DECISION_ANSWERS}
@@ -210,24 +211,7 @@ def whole_grader(split: int, epochs: int, learning_rate: float, log: Any = print
 
 def dev_alone(judge: LateJudge, tokenizer: Any, bert: Any, split: int) -> dict[str, Any]:
     """As judge_train.dev_figures reads the pair judge: argmax on the dev set, each answer alone."""
-    import torch
-
-    from grading_lab.logreg import macro_f1
-
-    rows, triples = dev_triples()
-    firsts = lower_states(tokenizer, bert, [pair_text(q, r) for q, r, _ in triples], split, FIRST_MAX)
-    answers = lower_states(tokenizer, bert, [a for _, _, a in triples], split, ANSWER_MAX)
-    with torch.no_grad():
-        pred = [JUDGE_LABELS[int(judge.logits([firsts[pair_text(q, r)]], [answers[a]]).argmax())]
-                for q, r, a in triples]
-    truth = [row["label"] for row in rows]
-    two = lambda labels: ["correct" if v == "correct" else "not" for v in labels]  # noqa: E731
-    kinds: dict[str, list[bool]] = {}
-    for row, p in zip(rows, pred, strict=True):
-        kinds.setdefault(row.get("kind", "?"), []).append(p == row["label"])
-    return {"macro_f1_3": round(macro_f1(truth, pred, list(JUDGE_LABELS)), 4),
-            "macro_f1_2": round(macro_f1(two(truth), two(pred), ["correct", "not"]), 4),
-            "per_kind": {k: round(float(np.mean(v)), 3) for k, v in sorted(kinds.items())}}
+    return dev_figures(ReadingJudge(judge, tokenizer, bert, split))  # type: ignore[arg-type]
 
 
 def timing(judge: LateJudge, tokenizer: Any, bert: Any, split: int, rounds: int = 3) -> dict[str, float]:
