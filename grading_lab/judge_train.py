@@ -295,11 +295,7 @@ def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print
             if recipe.distil:
                 teacher = torch.from_numpy(np.stack([soft[(p.question, p.reference, p.answer)] for p in batch]))
                 loss = (1 - recipe.distil) * loss + recipe.distil * distillation_loss(logits, teacher)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimiser.step()
-            schedule.step()
-            optimiser.zero_grad()
+            optimiser_step(loss, model.parameters(), optimiser, schedule)
             step += 1
             if step % 100 == 0:
                 log(f"epoch {epoch + 1} step {step}/{steps} loss {loss.item():.3f} "
@@ -307,6 +303,17 @@ def fine_tune(pairs: list[Pair], recipe: Recipe, out_dir: Path, log: Any = print
     model.eval()
     model.save_pretrained(str(out_dir))
     tokenizer.save_pretrained(str(out_dir))
+
+
+def optimiser_step(loss: Any, parameters: Any, optimiser: Any, schedule: Any) -> None:
+    """One step of training: the loss's gradients, clipped to norm 1, applied, and the schedule moved on."""
+    import torch
+
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+    optimiser.step()
+    schedule.step()
+    optimiser.zero_grad()
 
 
 def distillation_loss(logits: Any, teacher: Any, temperature: float = DISTIL_TEMPERATURE) -> Any:

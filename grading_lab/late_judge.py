@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from app.grading.pairjudge import JUDGE_LABELS, pair_text
-from grading_lab.judge_train import Recipe, dev_figures, dev_triples, training_pairs
+from grading_lab.judge_train import Recipe, dev_figures, dev_triples, optimiser_step, training_pairs
 from ingest.embedder import resolve_model_path
 
 FIRST_MAX = 128  # tokens of the accepted answer and question, read alone
@@ -146,11 +146,7 @@ def train(split: int, epochs: int, learning_rate: float, seed: int = Recipe.seed
             logits = judge.logits([firsts[pair_text(p.question, p.reference)] for p in batch],
                                   [answers[p.answer] for p in batch])
             loss = loss_fn(logits, torch.tensor([JUDGE_LABELS.index(p.label) for p in batch]))
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(judge.parameters(), 1.0)
-            optimiser.step()
-            schedule.step()
-            optimiser.zero_grad()
+            optimiser_step(loss, judge.parameters(), optimiser, schedule)
             step += 1
             if step % 200 == 0:
                 log(f"epoch {epoch + 1} step {step}/{steps} loss {loss.item():.3f} "
