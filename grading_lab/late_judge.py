@@ -210,6 +210,54 @@ def dev_alone(judge: LateJudge, tokenizer: Any, bert: Any, split: int) -> dict[s
     return dev_figures(ReadingJudge(judge, tokenizer, bert, split))  # type: ignore[arg-type]
 
 
+LAYER_OUTPUT = "/inner/encoder/layer.{}/output/LayerNorm/LayerNormalization_output_0"  # the int8 export's names
+
+
+def int8_states(texts: list[str], tokenizer: Any, split: int, max_length: int) -> dict[str, Any]:
+    """Each text's states after the first `split` layers as the served int8 encoder computes them (one
+    text per run, the layer's output added to the export's outputs): what a served late judge would read."""
+    import onnx
+    import onnxruntime as ort
+    import torch
+
+    from app.config import DATA_DIR
+
+    path = next((DATA_DIR / "index" / "encoders").glob("*/model-int8.onnx"))
+    model = onnx.load(str(path))
+    model.graph.output.append(onnx.ValueInfoProto(name=LAYER_OUTPUT.format(split - 1)))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    out = {}
+    for text in dict.fromkeys(texts):
+        enc = tokenizer([text], truncation=True, max_length=max_length, return_tensors="np")
+        feeds = {k: v.astype(np.int64) for k, v in enc.items() if k in names}
+        out[text] = torch.from_numpy(session.run([LAYER_OUTPUT.format(split - 1)], feeds)[0][0])
+    return out
+
+
+def int8_agreement(judge: LateJudge, tokenizer: Any, bert: Any, split: int) -> dict[str, float]:
+    """How often the judge gives the same label on the dev set fed the int8 encoder's states as fed
+    PyTorch's (which it was trained on), the largest gap in a probability, and the states' mean cosine."""
+    import torch
+
+    _, triples = dev_triples()
+    firsts = [pair_text(q, r) for q, r, _ in triples]
+    answers = [a for _, _, a in triples]
+    exact = {**lower_states(tokenizer, bert, firsts, split, FIRST_MAX),
+             **lower_states(tokenizer, bert, answers, split, ANSWER_MAX)}
+    served = {**int8_states(firsts, tokenizer, split, FIRST_MAX), **int8_states(answers, tokenizer, split, ANSWER_MAX)}
+    cosines = [float(torch.nn.functional.cosine_similarity(exact[t], served[t], dim=-1).mean()) for t in exact]
+    same, gap = [], 0.0
+    with torch.no_grad():
+        for first, answer in zip(firsts, answers, strict=True):
+            a = torch.softmax(judge.logits([exact[first]], [exact[answer]])[0], -1)
+            b = torch.softmax(judge.logits([served[first]], [served[answer]])[0], -1)
+            same.append(bool(a.argmax() == b.argmax()))
+            gap = max(gap, float((a - b).abs().max()))
+    return {"same_label": round(float(np.mean(same)), 4), "max_gap": round(gap, 4),
+            "states_cosine": round(float(np.mean(cosines)), 4)}
+
+
 def timing(judge: LateJudge, tokenizer: Any, bert: Any, split: int, rounds: int = 3) -> dict[str, float]:
     """Median ms of one joined pass (the upper layers over a dev pair's states) and of one full encode of
     the answer alone, in turns, one text per call, one thread."""
@@ -256,6 +304,7 @@ def main(argv: list[str] | None = None) -> None:
     judge, tokenizer, bert = train(args.split, args.epochs, args.lr)
     print(json.dumps({"split": args.split, "epochs": args.epochs, "lr": args.lr,
                       "dev_alone": dev_alone(judge, tokenizer, bert, args.split),
+                      "int8_states": int8_agreement(judge, tokenizer, bert, args.split),
                       "timing": timing(judge, tokenizer, bert, args.split)}, indent=1))
 
 
