@@ -58,12 +58,15 @@ def _run(layers: Any, hidden: Any, mask: Any) -> Any:
     return hidden
 
 
-def lower_states(tokenizer: Any, bert: Any, texts: list[str], split: int, max_length: int) -> dict[str, Any]:
-    """Each distinct text's token states after the first `split` layers, read alone."""
+def lower_states(tokenizer: Any, bert: Any, texts: list[str], split: int, max_length: int,
+                 known: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each distinct text's token states after the first `split` layers, read alone. With `known`
+    (states read before with the same split and length), only the texts it lacks are read, and it
+    gains them."""
     import torch
 
-    out: dict[str, Any] = {}
-    distinct = sorted(set(texts), key=len)
+    out: dict[str, Any] = {} if known is None else known
+    distinct = sorted(set(texts) - out.keys(), key=len)
     with torch.no_grad():
         for i in range(0, len(distinct), 64):
             chunk = distinct[i:i + 64]
@@ -110,9 +113,11 @@ class LateJudge:
 
 
 def train(split: int, epochs: int, learning_rate: float, seed: int = Recipe.seed, crossfit: int | None = None,
-          log: Any = print, loaded: tuple[Any, Any] | None = None) -> tuple[LateJudge, Any, Any]:
+          log: Any = print, loaded: tuple[Any, Any] | None = None,
+          known: tuple[dict[str, Any], dict[str, Any]] | None = None) -> tuple[LateJudge, Any, Any]:
     """The upper layers and head fitted on the pair judge's training pairs (less one cross-fitting fold
-    of the decision's written answers when `crossfit` is set), the lower states read once."""
+    of the decision's written answers when `crossfit` is set), the lower states read once (`known`: the
+    first texts' and the answers' states from an earlier call with the same split, kept across calls)."""
     import torch
 
     torch.manual_seed(seed)
@@ -122,8 +127,9 @@ def train(split: int, epochs: int, learning_rate: float, seed: int = Recipe.seed
     tokenizer, bert = loaded or _load()
     bert.eval()
     started = time.monotonic()
-    firsts = lower_states(tokenizer, bert, [pair_text(p.question, p.reference) for p in pairs], split, FIRST_MAX)
-    answers = lower_states(tokenizer, bert, [p.answer for p in pairs], split, ANSWER_MAX)
+    firsts, answers = known or ({}, {})
+    lower_states(tokenizer, bert, [pair_text(p.question, p.reference) for p in pairs], split, FIRST_MAX, firsts)
+    lower_states(tokenizer, bert, [p.answer for p in pairs], split, ANSWER_MAX, answers)
     log(f"{len(pairs)} pairs; lower states of {len(firsts) + len(answers)} texts "
         f"in {time.monotonic() - started:.0f} s")
     judge = LateJudge(bert, split)
@@ -161,13 +167,16 @@ class ReadingJudge:
 
     def __init__(self, judge: LateJudge, tokenizer: Any, bert: Any, split: int) -> None:
         self.judge, self.tokenizer, self.bert, self.split = judge, tokenizer, bert, split
+        self._firsts: dict[str, Any] = {}  # an accepted answer's states, read once for all its answers
+        self._answers: dict[str, Any] = {}
 
     def probabilities(self, triples: list[tuple[str, str, str]]) -> np.ndarray:
         import torch
 
         firsts = lower_states(self.tokenizer, self.bert, [pair_text(q, r) for q, r, _ in triples], self.split,
-                              FIRST_MAX)
-        answers = lower_states(self.tokenizer, self.bert, [a for _, _, a in triples], self.split, ANSWER_MAX)
+                              FIRST_MAX, self._firsts)
+        answers = lower_states(self.tokenizer, self.bert, [a for _, _, a in triples], self.split, ANSWER_MAX,
+                               self._answers)
         with torch.no_grad():
             rows = [torch.softmax(self.judge.logits([firsts[pair_text(q, r)]], [answers[a]])[0], -1).numpy()
                     for q, r, a in triples]
@@ -187,8 +196,9 @@ def whole_grader(split: int, epochs: int, learning_rate: float, log: Any = print
     from ingest.embedder import SentenceTransformerEncoder
 
     loaded = _load()
-    judges = {k: ReadingJudge(train(split, epochs, learning_rate, crossfit=k, log=log, loaded=loaded)[0],
-                              *loaded, split)
+    known: tuple[dict[str, Any], dict[str, Any]] = ({}, {})  # the three judges' lower states, read once
+    judges = {k: ReadingJudge(train(split, epochs, learning_rate, crossfit=k, log=log, loaded=loaded,
+                                    known=known)[0], *loaded, split)
               for k in (None, *range(CROSSFIT_FOLDS))}
     log(json.dumps({"dev_alone": dev_alone(judges[None].judge, *loaded, split)}))
     encoder = SentenceTransformerEncoder()
