@@ -24,41 +24,17 @@ from common import p50_ms_each
 from app.config import JUDGE_DIR
 from app.grading.pairjudge import PairJudge, pair_text
 from grading_lab.judge_train import dev_triples
-from grading_lab.late_judge import ANSWER_MAX, FIRST_MAX, LateJudge, _load, lower_states
+from grading_lab.late_judge import ANSWER_MAX, FIRST_MAX, LateJudge, _load, export_joined, lower_states
 
 ROUNDS = 5
 PER_ROUND = 120
 
 
-def export_joined(judge: LateJudge, hidden: int, heads: int, target: Path) -> Any:
-    """The joined pass as an int8 onnxruntime session: (first states, answer states) -> logits."""
-    import onnx
+def joined_session(judge: LateJudge, config: Any, target: Path) -> Any:
+    """The joined pass exported as `tutor models train-judge --late` exports it, as an onnxruntime session."""
     import onnxruntime as ort
-    import torch
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.transformers.optimizer import optimize_model
 
-    class _Joined(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layers, self.pool, self.head = judge.layers, judge.pool, judge.head
-            self.segment = judge.segment
-
-        def forward(self, first: torch.Tensor, answer: torch.Tensor) -> torch.Tensor:
-            hidden = torch.cat([first, answer + self.segment], dim=1)
-            for layer in self.layers:
-                out = layer(hidden)
-                hidden = out[0] if isinstance(out, tuple) else out
-            return self.head(torch.tanh(self.pool(hidden[:, 0])))
-
-    raw, fused = target / "raw.onnx", target / "fused.onnx"
-    with torch.no_grad():
-        torch.onnx.export(_Joined().eval(), (torch.zeros(1, 12, hidden), torch.zeros(1, 6, hidden)), str(raw),
-                          input_names=["first", "answer"], output_names=["logits"], opset_version=17, dynamo=False,
-                          dynamic_axes={"first": {1: "first_len"}, "answer": {1: "answer_len"}})
-    optimize_model(str(raw), model_type="bert", num_heads=heads, hidden_size=hidden).save_model_to_file(str(fused))
-    quantize_dynamic(str(fused), str(target / "joined-int8.onnx"), per_channel=True, reduce_range=True,
-                     weight_type=QuantType.QInt8, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    export_joined(judge, config, target / "joined-int8.onnx")
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
     options.inter_op_num_threads = 1
@@ -81,8 +57,9 @@ def main() -> None:
     encoder, _, _ = served_onnx()
     texts = [a for _, _, a in triples]
     with tempfile.TemporaryDirectory() as tmp:
-        session = export_joined(LateJudge(bert, args.split), bert.config.hidden_size,
-                                bert.config.num_attention_heads, Path(tmp))
+        judge = LateJudge(bert, args.split)
+        judge.train(False)
+        session = joined_session(judge, bert.config, Path(tmp))
         for feed in feeds[:20]:  # warm up
             session.run(None, feed)
         pair_judge.probabilities(triples[:20])

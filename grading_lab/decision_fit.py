@@ -22,7 +22,7 @@ import numpy as np
 from app.grading import Graders, Rubric, plan_many, prepare_many
 from app.grading.decision import DECISION_PATH, VERDICTS, Decision
 from app.grading.grader import Judged, decide, decision_input, vetoed
-from app.grading.pairjudge import PairJudge, default_judge
+from app.grading.judges import Judge, default_judge, load_judge
 from app.grading.rubric import attach_neighbours
 from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_items
 from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, DECISION_ANSWERS, crossfit_fold, recipe_of
@@ -167,7 +167,7 @@ def labelled(files: list[Path], encoder: Encoder) -> Dataset:
             folder = CROSSFIT_DIR / f"fold-{k}"
             if not folder.is_dir():
                 raise SystemExit(f"no cross-fitted judge in {folder} (run `tutor models train-judge --crossfit`)")
-            judge = PairJudge(folder)
+            judge = load_judge(folder)
             if made_as(judge) != made_as(default_judge()) or judge.manifest["recipe"].get("crossfit") != k:
                 raise SystemExit(f"the cross-fitted judge in {folder} was not made like the shipped judge "
                                  "(run `tutor models train-judge --crossfit`)")
@@ -175,7 +175,7 @@ def labelled(files: list[Path], encoder: Encoder) -> Dataset:
     return concat(parts)
 
 
-def made_as(judge: PairJudge) -> tuple[Any, Any]:
+def made_as(judge: Judge) -> tuple[Any, Any]:
     """A judge's training data and recipe (`recipe_of`: a field newer than the manifest reads as its
     default), less what cross-fitting changes."""
     recipe = asdict(recipe_of(judge.manifest))

@@ -29,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from app.config import DATA_DIR, PROJECT_ROOT
+from app.config import DATA_DIR, JUDGE_DIR, PROJECT_ROOT
 from app.grading import Graders
 from app.grading.decision import VERDICTS
 from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, ForeignHead
-from app.grading.pairjudge import PairJudge, default_judge
+from app.grading.judges import Judge, default_judge, load_judge
+from app.grading.latejudge import is_late
 from grading_lab.asag import ASAG_DIR
 from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, concat, simulate, simulate_dev, split_rows
 from grading_lab.examples_fit import L2, Grouping, by_question, f1_2way, fit_logistic_head, grouped_verdicts
@@ -55,7 +56,8 @@ def holdout_dir(fold: int) -> Path:
 def train_holdout(fold: int) -> str:
     """The command that trains the judge without ASAG fold `fold`."""
     out = holdout_dir(fold).relative_to(PROJECT_ROOT)
-    return f"tutor models train-judge --holdout {fold} --no-measure --out {out}"
+    late = " --late" if is_late(JUDGE_DIR) else ""
+    return f"tutor models train-judge{late} --holdout {fold} --no-measure --out {out}"
 
 
 def by_module(corpus: str, question: str) -> str:
@@ -63,12 +65,12 @@ def by_module(corpus: str, question: str) -> str:
     return question.split("_")[0] if corpus == "scientsbank" else question
 
 
-def heldout_judge(fold: int, folder: Path | None = None) -> PairJudge:
+def heldout_judge(fold: int, folder: Path | None = None) -> Judge:
     """The judge trained like the shipped one, less ASAG fold `fold`; refuses one made otherwise."""
     folder = folder or holdout_dir(fold)
     if not (folder / "judge.json").is_file():
         raise SystemExit(f"no held-out judge in {folder} (run `{train_holdout(fold)}`, about 25 minutes on 2 cores)")
-    judge = PairJudge(folder)
+    judge = load_judge(folder)
     shipped = default_judge()
     made = lambda j: (j.manifest["data"], {**asdict(recipe_of(j.manifest)), "holdout": None})  # noqa: E731
     if judge.manifest["recipe"].get("holdout") != fold or made(judge) != made(shipped):
@@ -77,7 +79,7 @@ def heldout_judge(fold: int, folder: Path | None = None) -> PairJudge:
     return judge
 
 
-def beetle_heldout(encoder: Encoder, judges: dict[int, PairJudge]) -> Simulated:
+def beetle_heldout(encoder: Encoder, judges: dict[int, Judge]) -> Simulated:
     """Beetle's answers to the questions of the folds in `judges`, each fold read by its judge, with their
     3-way labels (Beetle's 5-way labels tell partial from incorrect)."""
     rows = split_rows("beetle")
@@ -89,7 +91,7 @@ def beetle_heldout(encoder: Encoder, judges: dict[int, PairJudge]) -> Simulated:
     return concat(parts, "beetle_heldout")
 
 
-def simulate_sets(encoder: Encoder, judges: dict[int, PairJudge] | None = None) -> list[Simulated]:
+def simulate_sets(encoder: Encoder, judges: dict[int, Judge] | None = None) -> list[Simulated]:
     """SciEntsBank, Beetle's held-out questions (read by the held-out judges) and the dev set inline, each
     graded with no labelled examples."""
     judges = judges if judges is not None else {fold: heldout_judge(fold) for fold in HOLDOUTS}
@@ -150,7 +152,7 @@ def figures(sims: list[Simulated]) -> dict[str, Any]:
     return {k: {c: round(v, 4) if isinstance(v, float) else v for c, v in d.items()} for k, d in out.items()}
 
 
-def manifest(head: ForeignHead, figs: dict[str, Any], judges: dict[int, PairJudge]) -> dict[str, Any]:
+def manifest(head: ForeignHead, figs: dict[str, Any], judges: dict[int, Judge]) -> dict[str, Any]:
     """foreign.json: the head's weights, the recipe, the data's hashes and the figures."""
     return {
         **head.to_dict(),

@@ -23,8 +23,11 @@ import json
 import math
 import random
 import statistics
+import tempfile
 import time
 from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -107,29 +110,86 @@ class LateJudge:
         lengths = [len(j) for j in joined]
         total = max(lengths)
         hidden = torch.stack([torch.nn.functional.pad(j, (0, 0, 0, total - len(j))) for j in joined])
-        hidden = _run(self.layers, hidden, _mask(lengths, total))
+        return self.read(hidden, _mask(lengths, total))
+
+    def read(self, hidden: Any, mask: Any) -> Any:
+        """The logits of joined states (batch x tokens x dim; `mask` additive, or None for one pair)."""
+        import torch
+
+        hidden = _run(self.layers, hidden, mask)
         pooled = torch.tanh(self.pool(hidden[:, 0]))
         return self.head(self.dropout(pooled))
+
+    def exportable(self) -> Any:
+        """One unpadded pair's pass as a module for the ONNX exporter: (first, answer) states -> logits."""
+        import torch
+
+        judge = self
+
+        class _Joined(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                # Registered, so that the exporter sees the weights and `eval` reaches the dropout.
+                self.parts = torch.nn.ModuleList([judge.modules, judge.dropout])
+                self.segment = judge.segment
+
+            def forward(self, first: torch.Tensor, answer: torch.Tensor) -> torch.Tensor:
+                return judge.read(torch.cat([first, answer + self.segment], dim=1), None)
+
+        return _Joined().eval()
+
+
+class ServedStates:
+    """The serving int8 encoder's states after the first `split` layers (what the served late judge reads),
+    each text read once: the accepted answers with their question cut to FIRST_MAX tokens and rounded
+    to float16, as the served judge keeps them (app/grading/latejudge.py), the answers as the encoder cuts them."""
+
+    def __init__(self, split: int) -> None:
+        from app.config import Settings
+        from ingest.embedder import model_id_for
+        from ingest.onnx_encoder import OnnxEncoder, encoder_dir
+
+        settings = Settings()
+        self.model_id = model_id_for(settings.model)
+        self.folder = encoder_dir(settings.index_path, self.model_id)
+        self.encoder = OnnxEncoder(self.folder, self.model_id, threads=2, states_layer=split - 1)
+
+    def read(self, texts: list[str], first: bool, known: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        todo = [t for t in dict.fromkeys(texts) if t not in known]
+        states = self.encoder.layer_states(todo, FIRST_MAX if first else None)
+        for text, st in zip(todo, states, strict=True):
+            known[text] = torch.from_numpy(st.astype(np.float16).astype(np.float32) if first else st)
+        return known
 
 
 def train(split: int, epochs: int, learning_rate: float, seed: int = Recipe.seed, crossfit: int | None = None,
           log: Any = print, loaded: tuple[Any, Any] | None = None,
-          known: tuple[dict[str, Any], dict[str, Any]] | None = None) -> tuple[LateJudge, Any, Any]:
+          known: tuple[dict[str, Any], dict[str, Any]] | None = None, recipe: Recipe | None = None,
+          served: ServedStates | None = None) -> tuple[LateJudge, Any, Any]:
     """The upper layers and head fitted on the pair judge's training pairs (less one cross-fitting fold
     of the decision's written answers when `crossfit` is set), the lower states read once (`known`: the
-    first texts' and the answers' states from an earlier call with the same split, kept across calls)."""
+    first texts' and the answers' states from an earlier call with the same split, kept across calls):
+    PyTorch's fp32 states, or with `served` the serving int8 encoder's. `recipe`: the training data's
+    (by default the pair judge's)."""
     import torch
 
     torch.manual_seed(seed)
     rng = random.Random(seed)
-    recipe = Recipe(crossfit=crossfit)
+    recipe = recipe or Recipe(crossfit=crossfit)
     pairs = training_pairs(recipe)
     tokenizer, bert = loaded or _load()
     bert.eval()
     started = time.monotonic()
     firsts, answers = known or ({}, {})
-    lower_states(tokenizer, bert, [pair_text(p.question, p.reference) for p in pairs], split, FIRST_MAX, firsts)
-    lower_states(tokenizer, bert, [p.answer for p in pairs], split, ANSWER_MAX, answers)
+    first_texts = [pair_text(p.question, p.reference) for p in pairs]
+    if served is None:
+        lower_states(tokenizer, bert, first_texts, split, FIRST_MAX, firsts)
+        lower_states(tokenizer, bert, [p.answer for p in pairs], split, ANSWER_MAX, answers)
+    else:
+        served.read(first_texts, True, firsts)
+        served.read([p.answer for p in pairs], False, answers)
     log(f"{len(pairs)} pairs; lower states of {len(firsts) + len(answers)} texts "
         f"in {time.monotonic() - started:.0f} s")
     judge = LateJudge(bert, split)
@@ -159,6 +219,80 @@ def train(split: int, epochs: int, learning_rate: float, seed: int = Recipe.seed
                     f"({time.monotonic() - started:.0f} s)")
     judge.train(False)
     return judge, tokenizer, bert
+
+
+def export_joined(judge: LateJudge, config: Any, target: Path) -> None:
+    """The joined pass as int8 ONNX, as the pair judge is exported (fused, dynamic int8 weights and
+    activations): inputs `first` and `answer` (1 x tokens x dim states), output `logits` (1 x 3)."""
+    import onnx
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        raw, fused = Path(tmp) / "raw.onnx", Path(tmp) / "fused.onnx"
+        hidden = config.hidden_size
+        with torch.no_grad():
+            torch.onnx.export(judge.exportable(), (torch.zeros(1, 12, hidden), torch.zeros(1, 6, hidden)), str(raw),
+                              input_names=["first", "answer"], output_names=["logits"], opset_version=17,
+                              dynamo=False, dynamic_axes={"first": {1: "first_len"}, "answer": {1: "answer_len"}})
+        optimize_model(str(raw), model_type="bert", num_heads=config.num_attention_heads,
+                       hidden_size=hidden).save_model_to_file(str(fused))
+        quantize_dynamic(str(fused), str(target), per_channel=True, reduce_range=True, weight_type=QuantType.QInt8,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+
+def train_late_judge(target_dir: Path, recipe: Recipe, log: Any = print) -> dict[str, Any]:
+    """A late judge trained by `recipe` (its `late_split` frozen layers) on the serving int8 encoder's
+    states, exported to `target_dir` with its manifest; returns the manifest."""
+    import shutil
+
+    import torch
+
+    from app.grading.latejudge import KIND
+    from app.grading.latejudge import LateJudge as ServedJudge
+    from app.grading.pairjudge import MANIFEST, ONNX_FILE
+    from grading_lab.judge_train import data_hashes, rng_sample
+    from ingest.identity import file_sha256
+    from ingest.onnx_encoder import ONNX_FILE as ENCODER_FILE
+
+    split = int(recipe.late_split or 0)
+    served = ServedStates(split)
+    known: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    judge, _, bert = train(split, recipe.epochs, recipe.learning_rate, recipe.seed, log=log, known=known,
+                           recipe=recipe, served=served)
+    pairs = training_pairs(recipe)
+    with tempfile.TemporaryDirectory() as tmp:
+        stage = Path(tmp) / "export"
+        stage.mkdir()
+        export_joined(judge, bert.config, stage / ONNX_FILE)
+        manifest: dict[str, Any] = {
+            "kind": KIND,
+            "recipe": asdict(recipe),
+            "labels": list(JUDGE_LABELS),
+            "states_layer": split - 1,
+            "first_max": FIRST_MAX,
+            "encoder": {"model_id": served.model_id, "onnx_sha256": file_sha256(served.folder / ENCODER_FILE)},
+            "data": data_hashes(recipe),
+            "pairs": {"total": len(pairs), "labels": dict(Counter(p.label for p in pairs))},
+            "onnx_sha256": file_sha256(stage / ONNX_FILE),
+        }
+        (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        int8 = ServedJudge(stage, served.encoder)
+        check = rng_sample(pairs, 256, recipe.seed)
+        firsts, answers = known
+        with torch.no_grad():
+            ref = np.stack([torch.softmax(judge.logits([firsts[pair_text(p.question, p.reference)]],
+                                                       [answers[p.answer]])[0], -1).numpy() for p in check])
+        got = int8.probabilities([(p.question, p.reference, p.answer) for p in check])
+        manifest["int8_vs_pytorch"] = {"same_label": float(np.mean(ref.argmax(1) == got.argmax(1))),
+                                       "max_gap": float(np.abs(ref - got).max())}
+        manifest["dev_alone"] = dev_figures(int8)  # type: ignore[arg-type]
+        (stage / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        if target_dir.exists():
+            shutil.rmtree(target_dir)
+        shutil.copytree(stage, target_dir)
+    return manifest
 
 
 class ReadingJudge:

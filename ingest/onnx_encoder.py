@@ -11,6 +11,8 @@ import hashlib
 import json
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,9 @@ TOKENIZER_FILE = "tokenizer.json"
 MANIFEST_HASH = "manifest_sha256"  # the manifest's hash of its own content (every other key)
 # The manifest's hash of each file of the export.
 FILE_HASHES = ((ONNX_FILE, "sha256"), (TOKENIZER_FILE, "tokenizer_sha256"))
+# The token states after a transformer layer (0-based), as the export names that layer's output.
+LAYER_STATES = "/inner/encoder/layer.{}/output/LayerNorm/LayerNormalization_output_0"
+RECENT_STATES = 128  # the texts whose kept states an encoder holds (`keep_states`), the latest first
 
 
 class EncoderArtifactError(RuntimeError):
@@ -115,9 +120,12 @@ class OnnxEncoder:
     # tokenizer's settings are fixed here, so concurrent calls only read it.
     concurrent_calls = True
 
-    def __init__(self, folder: Path, model_id: str, threads: int | None = None, solo_threads: int = 0) -> None:
+    def __init__(self, folder: Path, model_id: str, threads: int | None = None, solo_threads: int = 0,
+                 states_layer: int | None = None) -> None:
         """`threads`: onnxruntime threads per call. `solo_threads` > `threads`: a second session on
-        that many threads, for `encode_alone` (a request with the encoder to itself); about 40 MB."""
+        that many threads, for `encode_alone` (a request with the encoder to itself); about 40 MB.
+        `states_layer`: every encode also keeps its text's token states after that transformer layer
+        (0-based), read back by `layer_states` (the late judge's input, app/grading/latejudge.py)."""
         # Tokenise on the calling thread: batches here are small, and the batcher already runs one
         # encode per core; the tokenizer's own thread pool only added threads contending for those
         # cores (measured: about +5 % answers/s at 32 clients without it). An explicit setting wins.
@@ -132,6 +140,7 @@ class OnnxEncoder:
             )
         verify_export(folder, manifest)
         self.model_id = model_id
+        self.onnx_sha256 = str(manifest.get("sha256", ""))
         self.dim = int(manifest["dim"])  # type: ignore[call-overload]
         self.max_length = int(manifest.get("max_length", 256))  # type: ignore[call-overload]
         tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
@@ -139,11 +148,19 @@ class OnnxEncoder:
         tokenizer.enable_truncation(max_length=self.max_length)
         self._tokenizer = tokenizer
         self.threads = threads or min(4, os.cpu_count() or 1)
-        self._session = _session(folder / ONNX_FILE, self.threads)
+        self.states_layer = states_layer
+        model: Path | bytes = folder / ONNX_FILE
+        self._outputs = ["last_hidden_state"]
+        if states_layer is not None:
+            model = with_outputs(folder / ONNX_FILE, [LAYER_STATES.format(states_layer)])
+            self._outputs.append(LAYER_STATES.format(states_layer))
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._recent_lock = threading.Lock()
+        self._session = _session(model, self.threads)
         # Only one session per thread count: a solo session no wider than the shared one is that one.
         wider = solo_threads > self.threads
         self.solo_threads = solo_threads if wider else self.threads
-        self._solo = _session(folder / ONNX_FILE, solo_threads, spin=True) if wider else self._session
+        self._solo = _session(model, solo_threads, spin=True) if wider else self._session
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -165,34 +182,87 @@ class OnnxEncoder:
         """
         return self._encode(self._solo, texts)
 
+    def layer_states(self, texts: Sequence[str], max_length: int | None = None) -> list[np.ndarray]:
+        """Each text's token states after `states_layer` (float32, tokens x dim), read alone: those a
+        recent encode kept when the text is cut no shorter than the encoder cuts it, else a new run.
+        `max_length`: cut the text to that many tokens (with its [CLS] and [SEP]) first."""
+        if self.states_layer is None:
+            raise RuntimeError("this encoder keeps no layer states (built without `states_layer`)")
+        out: list[np.ndarray] = []
+        cut = max_length is not None and max_length < self.max_length
+        for text in texts:
+            kept = None if cut else self._kept(text)
+            if kept is None:
+                ids = self._tokenizer.encode(text, add_special_tokens=True).ids
+                if cut and len(ids) > max_length:  # type: ignore[operator]
+                    ids = [*ids[: max_length - 1], ids[-1]]  # type: ignore[operator]
+                array = np.asarray([ids], dtype=np.int64)
+                kept = self._run(self._session, array, np.ones_like(array), None)[1]
+            out.append(kept)
+        return out
+
+    def _kept(self, text: str) -> np.ndarray | None:
+        with self._recent_lock:
+            states = self._recent.get(text)
+            if states is not None:
+                self._recent.move_to_end(text)
+            return states
+
+    def _keep(self, text: str, states: np.ndarray) -> None:
+        with self._recent_lock:
+            self._recent[text] = states
+            self._recent.move_to_end(text)
+            while len(self._recent) > RECENT_STATES:
+                self._recent.popitem(last=False)
+
     def _encode(self, session: Any, texts: Sequence[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return out
         for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts), add_special_tokens=True)):
             ids = np.asarray([encoding.ids], dtype=np.int64)
-            out[row] = self._run(session, ids, np.ones_like(ids))[0]
+            out[row] = self._run(session, ids, np.ones_like(ids), texts[row])[0][0]
         return out
 
-    def _run(self, session: Any, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def _run(self, session: Any, ids: np.ndarray, mask: np.ndarray,
+             text: str | None) -> tuple[np.ndarray, np.ndarray]:
+        """One run: the pooled unit vectors, and the first text's layer states (kept under `text` when
+        it is given) or an empty array when this encoder keeps none."""
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feeds["token_type_ids"] = np.zeros_like(ids)
         # No lock: onnxruntime sessions take concurrent runs (the batcher's workers run one each).
         try:
-            (hidden,) = session.run(["last_hidden_state"], feeds)
+            hidden, *states = session.run(self._outputs, feeds)
         except Exception as exc:  # onnxruntime's message names its internals: the log keeps it
             log.error("ONNX encoder %s failed on a batch of %d: %s", self.model_id, len(ids), exc)
             raise EncoderRunError() from exc
+        layer = states[0][0] if states else np.zeros((0, self.dim), np.float32)
+        if states and text is not None:
+            self._keep(text, layer)
         # Mean over the real tokens, then unit length. No (batch, tokens, dim) temporary: each numpy
         # call on a large array releases and retakes the GIL, a wait behind the event loop.
         weights = mask.astype(np.float32)
         pooled = np.einsum("btd,bt->bd", hidden, weights) / np.maximum(weights.sum(axis=1, keepdims=True), 1e-9)
         norms = np.sqrt(np.einsum("bd,bd->b", pooled, pooled))[:, None]
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32), layer
 
 
-def _session(path: Path, threads: int, spin: bool = False) -> Any:
+def with_outputs(path: Path, names: list[str]) -> bytes:
+    """The model at `path` with the named tensors added to its outputs (onnxruntime computes an output
+    only when a run asks for it), serialised for a session."""
+    import onnx
+
+    model = onnx.load(str(path))
+    known = {out for node in model.graph.node for out in node.output}
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise EncoderArtifactError(f"the exported encoder has no tensor {missing[0]}; run `tutor models export`")
+    model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names)
+    return model.SerializeToString()
+
+
+def _session(path: Path | bytes, threads: int, spin: bool = False) -> Any:
     """An onnxruntime session on `threads` threads.
 
     Idle intra-op threads sleep unless `spin`: spinning steals the cores that the request threads
@@ -211,4 +281,5 @@ def _session(path: Path, threads: int, spin: bool = False) -> Any:
     if spin:
         options.add_session_config_entry("session.force_spinning_stop", "1")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(path if isinstance(path, bytes) else str(path), options,
+                                providers=["CPUExecutionProvider"])

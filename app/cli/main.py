@@ -310,18 +310,29 @@ def models_train_judge(
     distil_from: Annotated[Path | None, typer.Option(
         help="distil from this trained judge's probabilities as well as the labels (for comparison)")] = None,
     distil: Annotated[float, typer.Option(help="with --distil-from: the teacher's share of the loss (0-1)")] = 0.5,
+    late: Annotated[bool, typer.Option(
+        help="a late judge: the encoder's own states, joined only in the last layers (grading_lab/late_judge.py)")]
+        = False,
 ) -> None:
-    """Rebuild the grader's pair judge from data in the repository, with a fixed seed."""
+    """Rebuild the grader's judge from data in the repository, with a fixed seed."""
     from dataclasses import replace
 
     from app.config import PROJECT_ROOT
     from app.grading.pairjudge import MANIFEST, read_judge_manifest
-    from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, JUDGE_DIR, Recipe, recipe_of, train_judge
+    from grading_lab.judge_train import (
+        CROSSFIT_DIR,
+        CROSSFIT_FOLDS,
+        JUDGE_DIR,
+        LATE_RECIPE,
+        Recipe,
+        recipe_of,
+        train_judge,
+    )
 
     # Options that make another judge than the shipped one's recipe (such a judge needs --out), and the others.
     other_recipe = {"--holdout": holdout is not None, "--layers": layers is not None,
                     "--written-contrasts": written_contrasts != 0, "--no-question": not question,
-                    "--distil-from": distil_from is not None}
+                    "--distil-from": distil_from is not None, "--late": late}
     run = {"--epochs": epochs is not None, "--out": out is not None, "--no-measure": not measure}
     if crossfit:
         # Made like the shipped judge, whatever its recipe (the decision's fit refuses others): an option that
@@ -348,12 +359,19 @@ def models_train_judge(
         recipe = replace(recipe, distil=distil, teacher=str(teacher.relative_to(PROJECT_ROOT)))
     if epochs is not None:
         recipe = replace(recipe, epochs=epochs)
-    if any(other_recipe.values()) and out is None:
+    if late:
+        given = [name for name, changed in other_recipe.items() if changed and name not in ("--late", "--holdout")]
+        if given:
+            err.print(f"[red]--late trains the late judge's recipe; it takes no {', '.join(given)}[/]")
+            raise typer.Exit(2)
+        recipe = replace(LATE_RECIPE, epochs=epochs or LATE_RECIPE.epochs, holdout=holdout)
+    if any(changed for name, changed in other_recipe.items() if name != "--late") and out is None:
         err.print("[red]a held-out, shallower, other-input or other-data run needs --out: not the shipped judge[/]")
         raise typer.Exit(2)
     target = out or JUDGE_DIR
     manifest = train_judge(target, recipe, log=err.print, measure=measure)
-    out_line = (f"pair judge written to {target}: {manifest['pairs']['total']} pairs, int8 agrees with PyTorch on "
+    kind = "late" if late else "pair"
+    out_line = (f"{kind} judge written to {target}: {manifest['pairs']['total']} pairs, int8 agrees with PyTorch on "
                 f"{manifest['int8_vs_pytorch']['same_label']:.1%} of a check sample")
     if "asag_heldout" in manifest:
         out_line += f"; held out: {json.dumps(manifest['asag_heldout'])}"

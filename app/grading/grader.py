@@ -14,7 +14,7 @@ from app.grading.examples import ExampleHead, example_features, load_head, usabl
 from app.grading.foreign import ForeignHead, applies, load_foreign
 from app.grading.heads import head_verdict, with_p_correct
 from app.grading.judge import Evidence, caught, decision_feedback, evidence, judge, result_fields
-from app.grading.pairjudge import PairJudge, default_judge
+from app.grading.judges import Judge, default_judge
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, load_model, signals
 from app.grading.text import content_stems
@@ -126,7 +126,7 @@ class Graders:
     grades without it). `rules=True` grades by the previous rule stack instead (for comparison)."""
 
     model: GeneralModel | None = None
-    judge: PairJudge | None = None
+    judge: Judge | None = None
     decision: Decision | None = None
     examples: ExampleHead | None = None
     foreign: ForeignHead | None = None
@@ -144,7 +144,7 @@ class Graders:
 
 
 def _judged(rubrics: list[Rubric], texts: list[str], evs: list[Evidence],
-            judge_model: PairJudge) -> list[tuple[np.ndarray, np.ndarray]]:
+            judge_model: Judge) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per answer, the judge's probabilities against its nearest accepted answer and, when the
     similarity evidence points at a wrong option, against that option.
 

@@ -15,13 +15,11 @@ import json
 import os
 import threading
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.config import Settings
 from app.grading.decision import VERDICTS
 from ingest.identity import file_sha256
 
@@ -47,8 +45,10 @@ def pair_text(question: str, reference: str, with_question: bool = True) -> str:
 
 
 def read_judge_manifest(folder: Path) -> dict[str, Any]:
-    """The judge's manifest, after checking the model and tokenizer files against its hashes."""
-    return _read_judge(folder)[0]
+    """The judge's manifest (a pair judge's or a late judge's), after checking its files against its hashes."""
+    from app.grading.latejudge import is_late, read_late_manifest
+
+    return read_late_manifest(folder) if is_late(folder) else _read_judge(folder)[0]
 
 
 def _read_judge(folder: Path) -> tuple[dict[str, Any], str]:
@@ -144,25 +144,3 @@ class PairJudge:
             if self._fallback is None:
                 self._fallback = self._new_tokenizer("longest_first")
             return self._fallback
-
-
-@lru_cache(maxsize=2)
-def load_judge(folder: Path) -> PairJudge:
-    """The judge in a folder, loaded once per process."""
-    return PairJudge(folder)
-
-
-_configured: list[PairJudge] = []  # the process's judge, once chosen
-
-
-def use_judge(judge: PairJudge) -> None:
-    """Make this the judge that grading uses when it is given none (the runtime's, when it loads)."""
-    _configured[:] = [judge]
-
-
-def default_judge() -> PairJudge:
-    """The process's judge: the runtime's, or else the one `TUTOR_JUDGE_DIR` names (by default the
-    committed models/judge/), read once. Grading never reads the settings itself."""
-    if not _configured:
-        use_judge(load_judge(Settings().judge_dir))
-    return _configured[0]

@@ -8,10 +8,12 @@ imports it comes almost for free (`bench/bench_api.py`, start-up to ready).
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 
 from app.config import Settings, get_settings
 from ingest.embedder import Encoder, SentenceTransformerEncoder, model_id_for
@@ -32,12 +34,22 @@ def default_encoder(settings: Settings) -> Encoder:
         try:
             _, threads = settings.encoder_parallelism
             return OnnxEncoder(encoder_dir(settings.index_path, model_id), model_id, threads=threads,
-                               solo_threads=settings.encoder_solo)
+                               solo_threads=settings.encoder_solo, states_layer=judge_states_layer(settings.judge_dir))
         except EncoderArtifactError:
             if settings.encoder_backend == "onnx":
                 raise
             log.warning("no ONNX export for %s; serving with PyTorch (run `tutor models export`)", model_id)
     return SentenceTransformerEncoder(settings.model)
+
+
+def judge_states_layer(judge_dir: Path) -> int | None:
+    """The encoder layer whose token states the grader's judge reads: its manifest's `states_layer` (a
+    late judge, app/grading/latejudge.py), else None. Read without checking the judge: loading it does."""
+    try:
+        layer = json.loads((judge_dir / "judge.json").read_text(encoding="utf-8")).get("states_layer")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return layer if isinstance(layer, int) else None
 
 
 # What `build_early` started: the settings it was for, and the encoder to come.

@@ -27,7 +27,8 @@ from app.errors import TutorError, UnavailableError
 from app.grading.decision import load_decision
 from app.grading.examples import load_head
 from app.grading.foreign import load_foreign
-from app.grading.pairjudge import JudgeArtifactError, load_judge, use_judge
+from app.grading.judges import load_judge, use_judge
+from app.grading.pairjudge import JudgeArtifactError
 from app.grading.roles import authored_roles
 from app.keys.service import Caller
 from app.models import BankState
@@ -158,8 +159,8 @@ class Runtime:
                     self.encoder = batched(self.settings, self.encoder_factory(self.settings))
                 # The grader's pair judge, decision, its two heads and the authored roles, loaded (and
                 # the judge's files checked against its manifest) before the service says it is ready.
-                stage = "pair judge"
-                use_judge(load_judge(self.settings.judge_dir))
+                stage = "judge"
+                use_judge(load_judge(self.settings.judge_dir, self.encoder))
                 stage = "grading decision"
                 load_decision()
                 stage = "example head"

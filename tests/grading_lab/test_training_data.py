@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from app.cli.main import app
 from app.config import DATA_DIR
 from app.grading.decision import DECISION_PATH
-from app.grading.pairjudge import PairJudge, default_judge
+from app.grading.judges import Judge, default_judge
 from grading_lab.contrasts import written_contrasts
 from grading_lab.decision_fit import made_as
 from grading_lab.evaluation import bank_items
@@ -117,10 +117,10 @@ def test_a_fold_judge_made_with_a_newer_recipe_field_at_its_default_is_made_like
     shipped = default_judge()
     fold = SimpleNamespace(manifest={**shipped.manifest, "recipe": {
         **asdict(Recipe()), **shipped.manifest["recipe"], "crossfit": 0}})
-    assert made_as(cast(PairJudge, fold)) == made_as(shipped)
+    assert made_as(cast(Judge, fold)) == made_as(shipped)
     recipe = {**fold.manifest["recipe"], "written_contrasts_repeat": 2}
     other = SimpleNamespace(manifest={**fold.manifest, "recipe": recipe})
-    assert made_as(cast(PairJudge, other)) != made_as(shipped)
+    assert made_as(cast(Judge, other)) != made_as(shipped)
 
 
 def test_the_recipe_read_back_from_the_shipped_judges_manifest_is_the_one_it_was_made_with() -> None:
@@ -131,7 +131,7 @@ def test_the_recipe_read_back_from_the_shipped_judges_manifest_is_the_one_it_was
         **asdict(Recipe()), **shipped.manifest["recipe"]}
     written = json.loads(json.dumps(asdict(replace(recipe, crossfit=0))))  # as the fold judge's manifest holds it
     fold = SimpleNamespace(manifest={**shipped.manifest, "recipe": written})
-    assert made_as(cast(PairJudge, fold)) == made_as(shipped)
+    assert made_as(cast(Judge, fold)) == made_as(shipped)
     other = recipe_of({"recipe": {**shipped.manifest["recipe"], "question": False}})
     assert not other.question
     with pytest.raises(ValueError, match="does not know"):
