@@ -88,13 +88,14 @@ def prepared_data() -> Iterator[Path]:
 
 
 @contextmanager
-def served(env: dict[str, str], command: tuple[str, ...] = ("-m", "app.cli.launch", "serve")
-           ) -> Iterator[tuple[str, subprocess.Popen[str], float]]:
-    """`tutor serve` (or another Python `command` taking --port) on a free port; yields (base URL,
-    process, seconds from start to /readyz 200)."""
+def served(env: dict[str, str], command: tuple[str, ...] = ("-m", "app.cli.launch", "serve"),
+           cwd: Path | None = None) -> Iterator[tuple[str, subprocess.Popen[str], float]]:
+    """`tutor serve` (or another Python `command` taking --port) on a free port, run in `cwd` (default:
+    this process's); yields (base URL, process, seconds from start to /readyz 200). `python -m` puts
+    the working folder first on the import path, ahead of PYTHONPATH: code from elsewhere needs `cwd`."""
     port = free_port()
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, *command, "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, *command, "--port", str(port)], env=env, cwd=cwd,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
