@@ -20,6 +20,8 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # The repository's own data (documents, notes, labelled sets, public training data) and models.
 DATA_DIR = PROJECT_ROOT / "data"
 JUDGE_DIR = PROJECT_ROOT / "models" / "judge"
+# The late judge, whose readings the bank decision weighs beside the pair judge's (app/grading/latejudge.py).
+LATE_JUDGE_DIR = PROJECT_ROOT / "models" / "late-judge"
 # The ask path's relevance head (`tutor models fit-ask --write`).
 ASK_MODEL_PATH = PROJECT_ROOT / "models" / "ask" / "relevance.json"
 
@@ -37,6 +39,8 @@ class Settings(BaseSettings):
     model: str = DEFAULT_MODEL
     # The grader's pair judge (int8 ONNX, rebuilt by `tutor models train-judge`).
     judge_dir: Path = JUDGE_DIR
+    # The late judge (int8 ONNX over the encoder's own layer states, `tutor models train-judge --late`).
+    late_judge_dir: Path = LATE_JUDGE_DIR
     auto_migrate: bool = True
     near_duplicate_threshold: float = 0.8
     encoder_backend: Literal["auto", "onnx", "torch"] = "auto"

@@ -1,9 +1,14 @@
-"""Fit the grader's learned decision on the dev set: `python -m grading_lab.decision_fit`.
+"""Fit the grader's learned decision on the dev set: `python -m grading_lab.decision_fit [--bank] [--write]`.
 
 The decision (app/grading/decision.py) weighs the similarity evidence, the checks and the pair
 judge. It is fitted on the labelled dev set, whose answers the judge never saw; its figures are
 cross-validated with folds grouped by question (a question's answers are all in one fold), so a
 figure never comes from a question the fit has seen. The blind set is not read here.
+
+With --bank, the bank decision instead (app/grading/decision.py: BANK_FEATURES): the same rows and
+inputs with the late judge's reading as well, each answer read by a late judge that never saw it (the
+shipped one for the dev set, the cross-fitted late judges of `tutor models train-judge --crossfit --late`
+for the decision's written answers), written to bank_decision.json.
 """
 
 from __future__ import annotations
@@ -20,12 +25,27 @@ from typing import Any
 import numpy as np
 
 from app.grading import Graders, Rubric, plan_many, prepare_many
-from app.grading.decision import DECISION_PATH, VERDICTS, Decision
-from app.grading.grader import Judged, decide, decision_input, vetoed
-from app.grading.judges import Judge, default_judge, load_judge
+from app.grading.decision import (
+    BANK_DECISION_PATH,
+    BANK_FEATURES,
+    DECISION_PATH,
+    FEATURES,
+    VERDICTS,
+    Decision,
+    load_decision,
+)
+from app.grading.grader import Judged, bank_input, decide, decision_input, vetoed
+from app.grading.judges import Judge, default_judge, load_judge, offline_late_judge
 from app.grading.rubric import attach_neighbours
 from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_items
-from grading_lab.judge_train import CROSSFIT_DIR, CROSSFIT_FOLDS, DECISION_ANSWERS, crossfit_fold, recipe_of
+from grading_lab.judge_train import (
+    CROSSFIT_DIR,
+    CROSSFIT_FOLDS,
+    DECISION_ANSWERS,
+    LATE_CROSSFIT_DIR,
+    crossfit_fold,
+    recipe_of,
+)
 from grading_lab.logreg import fit_softmax, macro_f1, standardiser
 from ingest.embedder import Encoder
 
@@ -47,6 +67,7 @@ class Dataset:
     learn: np.ndarray  # rows the decision weighs (the rest a sure check or a labelled example settles)
     sources: list[str]  # the file of each row
     fixed_sources: list[str]  # the file of each answer in `fixed`
+    xb: np.ndarray | None = None  # the bank decision's features, when the late judge read every row
 
 
 def bank_rubrics(encoder: Encoder) -> dict[tuple[str, int], Rubric]:
@@ -71,6 +92,8 @@ def dataset(path: Path, encoder: Encoder, graders: Graders | None = None,
     vecs = memo.encode(plan.texts) if plan.texts else np.zeros((0, encoder.dim), dtype=np.float32)
     judged = plan.evidence(vecs, graders)
     x = np.array([decision_input(ev, on_refs, on_wrongs) for ev, on_refs, on_wrongs in judged])
+    xb = (np.array([bank_input(ev, on_refs, on_wrongs) for ev, on_refs, on_wrongs in judged])
+          if judged and all(ev.late is not None for ev, _, _ in judged) else None)
     todo = plan.todo
     cases = [(plan.rubrics[i], text, j) for i, text, j in zip(todo, plan.texts, judged, strict=True)]
     learn = np.array([not vetoed(ev) and ev.adopted is None for ev, _, _ in judged])
@@ -79,23 +102,33 @@ def dataset(path: Path, encoder: Encoder, graders: Graders | None = None,
              if p.result is not None]
     return Dataset(x, y, [f"{rows[i]['file']}#{rows[i]['number']}" for i in todo],
                    [rows[i].get("kind", "?") for i in todo], fixed, cases, learn,
-                   [path.name] * len(todo), [path.name] * len(fixed))
+                   [path.name] * len(todo), [path.name] * len(fixed), xb)
 
 
 def concat(parts: list[Dataset]) -> Dataset:
     """Several files' rows as one dataset (folds still group every file's answers by question)."""
+    xbs = [d.xb for d in parts]
     return Dataset(np.concatenate([d.x for d in parts]), np.concatenate([d.y for d in parts]),
                    [g for d in parts for g in d.groups], [k for d in parts for k in d.kinds],
                    [f for d in parts for f in d.fixed], [c for d in parts for c in d.cases],
                    np.concatenate([d.learn for d in parts]), [s for d in parts for s in d.sources],
-                   [s for d in parts for s in d.fixed_sources])
+                   [s for d in parts for s in d.fixed_sources],
+                   np.concatenate(xbs) if all(xb is not None for xb in xbs) else None)  # type: ignore[arg-type]
 
 
-def fit(x: np.ndarray, y: np.ndarray, version: str, l2: float = L2) -> Decision:
-    """The decision fitted on these rows (balanced classes, L2 on standardised features)."""
+def fit(x: np.ndarray, y: np.ndarray, version: str, l2: float = L2, bank: bool = False) -> Decision:
+    """The decision (`bank`: the bank decision) fitted on these rows (balanced classes, L2 on
+    standardised features)."""
     mean, scale = standardiser(x)
     weights, bias = fit_softmax((x - mean) / scale, y, len(VERDICTS), l2=l2)
-    return Decision(mean, scale, weights, bias, version)
+    return Decision(mean, scale, weights, bias, version, BANK_FEATURES if bank else FEATURES)
+
+
+def bank_rows(data: Dataset) -> np.ndarray:
+    """The bank decision's features of every row; refuses rows the late judge did not read."""
+    if data.xb is None:
+        raise SystemExit("the bank decision's rows need the late judge's readings (`labelled(..., bank=True)`)")
+    return data.xb
 
 
 def _folds(groups: list[str], folds: int, seed: int) -> np.ndarray:
@@ -106,17 +139,21 @@ def _folds(groups: list[str], folds: int, seed: int) -> np.ndarray:
     return np.array([fold_of[g] for g in groups])
 
 
-def crossval(data: Dataset, folds: int = FOLDS, seed: int = SEED, l2: float = L2) -> dict[str, Any]:
+def crossval(data: Dataset, folds: int = FOLDS, seed: int = SEED, l2: float = L2, bank: bool = False
+             ) -> dict[str, Any]:
     """Macro-F1 (3-way and correct-vs-not) and accuracy per kind, folds grouped by question: over
-    every row, and over each file's rows apart (`by_file`) when there are several."""
+    every row, and over each file's rows apart (`by_file`) when there are several. `bank`: of the bank
+    decision (the late judge's readings as well)."""
     fold = _folds(data.groups, folds, seed)
     pred = [""] * len(data.y)
+    x = bank_rows(data) if bank else data.x
     for k in range(folds):
         train = (fold != k) & data.learn
-        decision = fit(data.x[train], data.y[train], "cv", l2)
+        decision = fit(x[train], data.y[train], "cv", l2, bank)
         for i in np.where(fold == k)[0]:
             rubric, text, (ev, on_refs, on_wrongs) = data.cases[i]
-            pred[i] = decide(rubric, text, ev, on_refs, on_wrongs, decision).verdict
+            pred[i] = (decide(rubric, text, ev, on_refs, on_wrongs, load_decision(), bank=decision) if bank
+                       else decide(rubric, text, ev, on_refs, on_wrongs, decision)).verdict
     truth = [VERDICTS[i] for i in data.y]
     out = report(truth, pred, data.kinds, data.fixed)
     names = sorted(set(data.sources) | set(data.fixed_sources))
@@ -150,29 +187,40 @@ def report(truth: list[str], pred: list[str], kinds: list[str], fixed: list[tupl
 DEFAULT_FILES = (DATA_DIR / "eval" / "dev.jsonl", *DECISION_ANSWERS)
 
 
-def labelled(files: list[Path], encoder: Encoder) -> Dataset:
+def labelled(files: list[Path], encoder: Encoder, bank: bool = False) -> Dataset:
     """The files' answers as the decision sees them. The shipped judge never trained on the dev set,
     but it did on the decision's written answers (DECISION_ANSWERS): those are read by the
     cross-fitted judges (`tutor models train-judge --crossfit`), each on the fold of questions whose
-    answers it was trained without, so that every row shows the judge as it reads an unseen answer."""
+    answers it was trained without, so that every row shows the judge as it reads an unseen answer.
+    `bank`: each row read by the late judge too, the written answers by the cross-fitted late judges
+    (`tutor models train-judge --crossfit --late`)."""
     trained_on = {p.name for p in DECISION_ANSWERS} if default_judge().manifest["recipe"].get(
         "decision_answers") else set()
+    shipped_late = offline_late_judge() if bank else None
     rubrics = bank_rubrics(encoder)  # built once for every file and fold
     parts = []
     for path in files:
         if path.name not in trained_on:
-            parts.append(dataset(path, encoder, rubrics=rubrics))
+            parts.append(dataset(path, encoder, Graders(late=shipped_late, no_late=not bank), rubrics=rubrics))
             continue
         for k in range(CROSSFIT_FOLDS):
-            folder = CROSSFIT_DIR / f"fold-{k}"
-            if not folder.is_dir():
-                raise SystemExit(f"no cross-fitted judge in {folder} (run `tutor models train-judge --crossfit`)")
-            judge = load_judge(folder)
-            if made_as(judge) != made_as(default_judge()) or judge.manifest["recipe"].get("crossfit") != k:
-                raise SystemExit(f"the cross-fitted judge in {folder} was not made like the shipped judge "
-                                 "(run `tutor models train-judge --crossfit`)")
-            parts.append(dataset(path, encoder, Graders(judge=judge), keep=partial(_in_fold, k), rubrics=rubrics))
+            judge = _fold_judge(CROSSFIT_DIR, k, default_judge(), "")
+            late = _fold_judge(LATE_CROSSFIT_DIR, k, shipped_late, " --late") if shipped_late is not None else None
+            parts.append(dataset(path, encoder, Graders(judge=judge, late=late, no_late=not bank),
+                                 keep=partial(_in_fold, k), rubrics=rubrics))
     return concat(parts)
+
+
+def _fold_judge(where: Path, fold: int, shipped: Judge, option: str) -> Judge:
+    """The cross-fitted judge of `fold` in `where`; refuses one made otherwise than `shipped`."""
+    folder = where / f"fold-{fold}"
+    command = f"tutor models train-judge --crossfit{option}"
+    if not folder.is_dir():
+        raise SystemExit(f"no cross-fitted judge in {folder} (run `{command}`)")
+    judge = load_judge(folder)
+    if made_as(judge) != made_as(shipped) or judge.manifest["recipe"].get("crossfit") != fold:
+        raise SystemExit(f"the cross-fitted judge in {folder} was not made like the shipped judge (run `{command}`)")
+    return judge
 
 
 def made_as(judge: Judge) -> tuple[Any, Any]:
@@ -189,20 +237,26 @@ def _in_fold(fold: int, row: dict[str, Any]) -> bool:
 
 def main() -> None:
     """Cross-validated figures on the labelled files (by default the dev set and the decision's own
-    training answers), then with --write the decision fitted on all of them, written to decision.json."""
+    training answers), then with --write the decision fitted on all of them, written to decision.json;
+    with --bank, the bank decision's, written to bank_decision.json."""
     from ingest.embedder import SentenceTransformerEncoder
 
+    bank = "--bank" in sys.argv
     files = [Path(a) for a in sys.argv[1:] if not a.startswith("--")] or list(DEFAULT_FILES)
-    data = labelled(files, SentenceTransformerEncoder())
-    figures = crossval(data)
+    data = labelled(files, SentenceTransformerEncoder(), bank)
+    figures = crossval(data, bank=bank)
     print(json.dumps({"grouped_cv": figures}, indent=2))
     if "--write" in sys.argv:
         version = f"grader-2.1+{default_judge().version}"
+        if bank:
+            version = f"grader-2.2+{default_judge().version}+{offline_late_judge().version}"
         fitted_on = [str(p.resolve().relative_to(DATA_DIR.parent.resolve())) for p in files]
-        DECISION_PATH.write_text(json.dumps({**fit(data.x[data.learn], data.y[data.learn], version).to_dict(),
-                                             "fitted_on": fitted_on, "grouped_cv": figures},
-                                            indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {DECISION_PATH}")
+        x = bank_rows(data) if bank else data.x
+        path = BANK_DECISION_PATH if bank else DECISION_PATH
+        path.write_text(json.dumps({**fit(x[data.learn], data.y[data.learn], version, bank=bank).to_dict(),
+                                    "fitted_on": fitted_on, "grouped_cv": figures}, indent=2) + "\n",
+                        encoding="utf-8")
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

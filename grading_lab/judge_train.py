@@ -46,6 +46,7 @@ BANK_ANSWERS = DATA_DIR / "train" / "bank_answers.jsonl"
 DECISION_ANSWERS = tuple(sorted((DATA_DIR / "train").glob("decision_answers_*.jsonl")))
 CROSSFIT_FOLDS = 2
 CROSSFIT_DIR = DATA_DIR / "cache" / "judge-crossfit"  # the fold judges (not shipped; rebuilt on demand)
+LATE_CROSSFIT_DIR = DATA_DIR / "cache" / "late-crossfit"  # the late judge's fold judges, for the bank decision
 
 
 @dataclass(frozen=True)

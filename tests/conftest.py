@@ -147,6 +147,36 @@ def onnx_encoder_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return export_encoder(DEFAULT_MODEL, tmp_path_factory.mktemp("onnx")).folder
 
 
+@pytest.fixture(scope="session")
+def served_late_judge(onnx_encoder_dir: Path) -> object:
+    """The committed late judge on the int8 export's states, as the service reads it."""
+    from app.config import LATE_JUDGE_DIR
+    from app.grading.latejudge import LateJudge, read_late_manifest
+    from ingest.embedder import DEFAULT_MODEL, model_id_for
+    from ingest.onnx_encoder import OnnxEncoder
+
+    layer = int(read_late_manifest(LATE_JUDGE_DIR)["states_layer"])
+    return LateJudge(LATE_JUDGE_DIR, OnnxEncoder(onnx_encoder_dir, model_id_for(DEFAULT_MODEL), states_layer=layer))
+
+
+@pytest.fixture
+def as_served(served_late_judge: object) -> Iterator[None]:
+    """Grading in this test reads bank questions' answers with the late judge too, as the service does."""
+    from app.grading.judges import use_late_judge
+
+    use_late_judge(served_late_judge)  # type: ignore[arg-type]
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _late_judge_left_unset() -> Iterator[None]:
+    """No test leaves a late judge chosen for the next (the runtime and `as_served` choose one)."""
+    yield
+    from app.grading.judges import use_late_judge
+
+    use_late_judge(None)
+
+
 def with_onnx(index_dir: Path, exported: Path) -> None:
     """Place an exported encoder where the service looks for it, beside the index."""
     shutil.copytree(exported, index_dir / "encoders" / exported.name, dirs_exist_ok=True)

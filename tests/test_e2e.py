@@ -99,6 +99,18 @@ def test_a_learner_answers_ten_questions(sqlite_server: tuple[str, dict[str, dic
     assert any(m["mastery"] > 0 for m in progress["mastery"])
 
 
+def test_a_bank_answer_is_read_by_both_judges_as_served(sqlite_server: tuple[str, dict[str, dict[str, Any]]],
+                                                        bank_dir: Path) -> None:
+    """The int8 encoder keeps the late judge's layer states, so a bank question's answer in other words
+    is weighed by the bank decision, with both judges' readings (app/grading/decision.py)."""
+    _, bank = sqlite_server
+    qid, q = next((k, v) for k, v in sorted(bank.items()) if v["accepted_answers"])
+    answer = f"In short: {q['accepted_answers'][0]}"
+    body = json.loads(run_tutor(_env(bank_dir), "grade", answer, "--question-id", qid).stdout)
+    assert "pair-judge" in body["grader_version"] and "late-judge" in body["grader_version"], body
+    assert body["verdict"] == "correct", body
+
+
 def test_ask_answers_from_the_notes_and_declines_the_rest(sqlite_server: tuple[str, dict[str, dict[str, Any]]]) -> None:
     base, _ = sqlite_server
     answered = httpx.post(f"{base}/v1/ask", json={"text": "what does reduce-scatter do in FSDP?"}).json()

@@ -89,11 +89,24 @@ def evaluate(
     if file is None or not file.is_file():
         err.print(f"[red]no such file: {file}[/]" if file is not None else "[red]name a labelled file, or --asag[/]")
         raise typer.Exit(2)
+    _use_late_judge()
     report = run_eval(file, SentenceTransformerEncoder(get_settings().model), previous=True)
     if as_json:
         _print_json(summary(report))
     else:
         out.print(format_report(report))
+
+
+def _use_late_judge() -> None:
+    """Grade as served: bank questions' answers read by the late judge too, on the index's int8 export."""
+    from app.grading.judges import offline_late_judge, use_late_judge
+    from app.grading.pairjudge import JudgeArtifactError
+
+    try:
+        use_late_judge(offline_late_judge(get_settings()))
+    except JudgeArtifactError as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(1) from exc
 
 
 def _ask_report(file: Path, as_json: bool) -> None:

@@ -298,7 +298,8 @@ def models_train_judge(
     out: Annotated[Path | None, typer.Option(help="where to write the judge (default: models/judge/)")] = None,
     measure: Annotated[bool, typer.Option(help="first train without ASAG fold 0 and report on it")] = True,
     crossfit: Annotated[bool, typer.Option(
-        help="instead, train the cross-fitted judges that the decision's fit reads its own answers with")] = False,
+        help="instead, train the cross-fitted judges that the decision's fit reads its own answers with "
+             "(with --late: the late judge's, for the bank decision)")] = False,
     layers: Annotated[int | None, typer.Option(
         help="keep only the base model's first N transformer layers (a cheaper judge, for comparison)")] = None,
     written_contrasts: Annotated[int, typer.Option(
@@ -311,18 +312,20 @@ def models_train_judge(
         help="distil from this trained judge's probabilities as well as the labels (for comparison)")] = None,
     distil: Annotated[float, typer.Option(help="with --distil-from: the teacher's share of the loss (0-1)")] = 0.5,
     late: Annotated[bool, typer.Option(
-        help="a late judge: the encoder's own states, joined only in the last layers (grading_lab/late_judge.py)")]
+        help="the late judge (default: into models/late-judge/): the encoder's own states, joined only in the "
+             "last layers (grading_lab/late_judge.py)")]
         = False,
 ) -> None:
     """Rebuild the grader's judge from data in the repository, with a fixed seed."""
     from dataclasses import replace
 
-    from app.config import PROJECT_ROOT
+    from app.config import LATE_JUDGE_DIR, PROJECT_ROOT
     from app.grading.pairjudge import MANIFEST, read_judge_manifest
     from grading_lab.judge_train import (
         CROSSFIT_DIR,
         CROSSFIT_FOLDS,
         JUDGE_DIR,
+        LATE_CROSSFIT_DIR,
         LATE_RECIPE,
         Recipe,
         recipe_of,
@@ -337,17 +340,19 @@ def models_train_judge(
     if crossfit:
         # Made like the shipped judge, whatever its recipe (the decision's fit refuses others): an option that
         # would change the recipe, or where the judges go, is refused rather than passed over.
-        given = [name for name, changed in {**other_recipe, **run}.items() if changed]
+        given = [name for name, changed in {**other_recipe, **run}.items() if changed and name != "--late"]
+        folds_dir, shipped_dir = (LATE_CROSSFIT_DIR, LATE_JUDGE_DIR) if late else (CROSSFIT_DIR, JUDGE_DIR)
         if given:
-            err.print(f"[red]--crossfit trains the fold judges with the shipped judge's recipe into {CROSSFIT_DIR}; "
+            err.print(f"[red]--crossfit trains the fold judges with the shipped judge's recipe into {folds_dir}; "
                       f"it takes no {', '.join(given)}[/]")
             raise typer.Exit(2)
-        shipped = recipe_of(read_judge_manifest(JUDGE_DIR))
+        shipped = recipe_of(read_judge_manifest(shipped_dir))
         for fold in range(CROSSFIT_FOLDS):
-            target = CROSSFIT_DIR / f"fold-{fold}"
+            target = folds_dir / f"fold-{fold}"
             train_judge(target, replace(shipped, crossfit=fold), log=err.print, measure=False)
             typer.echo(f"cross-fitted judge {fold} written to {target}")
-        typer.echo("now fit the decision: python -m grading_lab.decision_fit --write")
+        bank = " --bank" if late else ""
+        typer.echo(f"now fit the decision: python -m grading_lab.decision_fit{bank} --write")
         return
     recipe = replace(Recipe(), holdout=holdout, layers=layers, written_contrasts_repeat=written_contrasts,
                      question=question)
@@ -368,7 +373,7 @@ def models_train_judge(
     if any(changed for name, changed in other_recipe.items() if name != "--late") and out is None:
         err.print("[red]a held-out, shallower, other-input or other-data run needs --out: not the shipped judge[/]")
         raise typer.Exit(2)
-    target = out or JUDGE_DIR
+    target = out or (LATE_JUDGE_DIR if late else JUDGE_DIR)
     manifest = train_judge(target, recipe, log=err.print, measure=measure)
     kind = "late" if late else "pair"
     out_line = (f"{kind} judge written to {target}: {manifest['pairs']['total']} pairs, int8 agrees with PyTorch on "

@@ -5,6 +5,11 @@ and vetoes) read every signal on its own. Here they are the inputs of one multin
 regression over correct / partial / incorrect, fitted on the labelled dev set by
 `python -m grading_lab.decision_fit` (grouped by question for its cross-validated figures) and
 committed as decision.json beside this file.
+
+A bank question (one with neighbouring questions) that no head grades is weighed by the bank
+decision instead (bank_decision.json, `python -m grading_lab.decision_fit --bank --write`): the same
+inputs and the late judge's reading of the same pairs (BANK_FEATURES). Two judges built apart read
+an answer better together than either alone (docs/GRADING.md, "Two judges").
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from app.grading.scoring import FEATURES as SIMILARITY_FEATURES
 
 VERDICTS = ("correct", "partial", "incorrect")
 DECISION_PATH = Path(__file__).with_name("decision.json")
+BANK_DECISION_PATH = Path(__file__).with_name("bank_decision.json")
 
 FEATURES = (
     "z_correct",  # the similarity model's correct logit, with the question's offset and example evidence
@@ -48,19 +54,28 @@ FEATURES = (
     "sim_explanation",  # cosine to the question's explanation
     "on_topic",  # share of the answer's words found in the question's vocabulary
 )
+# The bank decision's inputs: FEATURES, then the late judge's reading of the same pairs.
+LATE_FEATURES = (
+    "late_correct",  # log P(correct) of the late judge, against the accepted answer the pair judge read
+    "late_partial",
+    "late_incorrect",
+    "late_wrong",  # its P(correct) + P(partial) against the nominated wrong option (0 without one)
+)
+BANK_FEATURES = (*FEATURES, *LATE_FEATURES)
 FLAG_FEATURES = FEATURES[6:13]
 FLAG_OF = {"negation": "negation_mismatch"}  # the checks' own name, where it differs
 
 
 @dataclass(frozen=True)
 class Decision:
-    """Weights of the multinomial logistic regression over FEATURES."""
+    """Weights of the multinomial logistic regression over `features` (FEATURES, or BANK_FEATURES)."""
 
     mean: np.ndarray
     scale: np.ndarray
-    weights: np.ndarray  # (len(VERDICTS), len(FEATURES))
+    weights: np.ndarray  # (len(VERDICTS), len(features))
     bias: np.ndarray  # (len(VERDICTS),)
     version: str
+    features: tuple[str, ...] = FEATURES
 
     def probabilities(self, x: np.ndarray) -> np.ndarray:
         """P(correct), P(partial), P(incorrect) of one feature vector (or a matrix of them, by rows)."""
@@ -72,23 +87,43 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON stored in decision.json."""
-        return {"version": self.version, "features": list(FEATURES), "verdicts": list(VERDICTS),
+        return {"version": self.version, "features": list(self.features), "verdicts": list(VERDICTS),
                 "mean": self.mean.tolist(), "scale": self.scale.tolist(),
                 "weights": self.weights.tolist(), "bias": self.bias.tolist()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Decision:
         """Inverse of to_dict; refuses a file fitted on other features."""
-        if tuple(d["features"]) != FEATURES or tuple(d["verdicts"]) != VERDICTS:
-            raise ValueError("decision.json was fitted on other features; run `python -m grading_lab.decision_fit`")
+        features = tuple(d["features"])
+        if features not in (FEATURES, BANK_FEATURES) or tuple(d["verdicts"]) != VERDICTS:
+            raise ValueError("the decision was fitted on other features; run `python -m grading_lab.decision_fit`")
         arr = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
-        return cls(arr(d["mean"]), arr(d["scale"]), arr(d["weights"]), arr(d["bias"]), str(d["version"]))
+        decision = cls(arr(d["mean"]), arr(d["scale"]), arr(d["weights"]), arr(d["bias"]), str(d["version"]),
+                       features)
+        if decision.weights.shape != (len(VERDICTS), len(features)) or decision.mean.shape != (len(features),):
+            raise ValueError("the decision's weights do not match its features")
+        return decision
 
 
 @lru_cache(maxsize=4)
 def load_decision(path: Path = DECISION_PATH) -> Decision:
     """The committed decision."""
     return Decision.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+@lru_cache(maxsize=4)
+def load_bank_decision(path: Path = BANK_DECISION_PATH) -> Decision:
+    """The committed bank decision (over BANK_FEATURES)."""
+    decision = load_decision(path)
+    if decision.features != BANK_FEATURES:
+        raise ValueError(f"{path.name} is not a bank decision (its features lack the late judge's)")
+    return decision
+
+
+def late_vector(on_ref: np.ndarray, on_wrong: float) -> np.ndarray:
+    """LATE_FEATURES of one answer: the late judge's probabilities against the accepted answer, and its
+    reading against the nominated wrong option."""
+    return np.array([*(math.log(max(float(p), 1e-6)) for p in on_ref), on_wrong], dtype=np.float64)
 
 
 def feature_vector(z_correct: float, z_partial: float, judge_ref: np.ndarray, judge_wrong: float,

@@ -9,12 +9,12 @@ import numpy as np
 
 from app.grading.checks import is_evasive, is_keyword_list, strip_injection
 from app.grading.choice import exact_match, is_bare_letter
-from app.grading.decision import VERDICTS, Decision, feature_vector, load_decision
+from app.grading.decision import VERDICTS, Decision, feature_vector, late_vector, load_bank_decision, load_decision
 from app.grading.examples import ExampleHead, example_features, load_head, usable
 from app.grading.foreign import ForeignHead, applies, load_foreign
 from app.grading.heads import head_verdict, with_p_correct
 from app.grading.judge import Evidence, caught, decision_feedback, evidence, judge, result_fields
-from app.grading.judges import Judge, default_judge
+from app.grading.judges import Judge, default_judge, default_late_judge
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, load_model, signals
 from app.grading.text import content_stems
@@ -123,7 +123,10 @@ class Graders:
     """What the learned decision needs beside the encoder: the similarity model, the pair judge, the
     decision's weights, the example head (for questions with labelled examples; `no_examples=True`
     grades without it) and the foreign head (for questions from outside the bank; `no_foreign=True`
-    grades without it). `rules=True` grades by the previous rule stack instead (for comparison)."""
+    grades without it); for bank questions that no head grades, the late judge and the bank decision
+    that weighs its readings too (`late`: by default the process's, `default_late_judge`; `no_late=True`
+    grades them by the decision alone). `rules=True` grades by the previous rule stack instead (for
+    comparison)."""
 
     model: GeneralModel | None = None
     judge: Judge | None = None
@@ -133,6 +136,9 @@ class Graders:
     rules: bool = False
     no_examples: bool = False
     no_foreign: bool = False
+    late: Judge | None = None
+    bank_decision: Decision | None = None
+    no_late: bool = False
 
     def example_head(self) -> ExampleHead | None:
         """The example head these graders use, if any."""
@@ -141,6 +147,21 @@ class Graders:
     def foreign_head(self) -> ForeignHead | None:
         """The foreign head these graders use, if any."""
         return None if self.no_foreign else self.foreign or load_foreign()
+
+    def late_judge(self) -> Judge | None:
+        """The late judge these graders read bank questions' answers with, if any."""
+        return None if self.no_late or self.rules else self.late or default_late_judge()
+
+    def bank(self) -> Decision | None:
+        """The bank decision, when these graders have a late judge."""
+        return None if self.late_judge() is None else self.bank_decision or load_bank_decision()
+
+    def reads_late(self, rubric: Rubric) -> bool:
+        """Whether an answer to this question is weighed by the bank decision: a bank question (it has
+        neighbours) that the example head does not grade, with a late judge at hand."""
+        if rubric.neighbours is None or self.late_judge() is None:
+            return False
+        return self.example_head() is None or not usable(rubric)
 
 
 def _judged(rubrics: list[Rubric], texts: list[str], evs: list[Evidence],
@@ -156,13 +177,19 @@ def _judged(rubrics: list[Rubric], texts: list[str], evs: list[Evidence],
     """
     out = []
     for rubric, text, ev in zip(rubrics, texts, evs, strict=True):
-        item = rubric.item
-        triples = [(item.question, item.reference_answers[ev.sig.ref.best], text)]
-        if ev.wrong is not None:
-            triples.append((item.question, ev.wrong, text))
-        probs = judge_model.probabilities(triples)
+        probs = judge_model.probabilities(_pairs(rubric, text, ev))
         out.append((probs[:1], probs[1:]))
     return out
+
+
+def _pairs(rubric: Rubric, text: str, ev: Evidence) -> list[tuple[str, str, str]]:
+    """The (question, text, answer) triples a judge reads for an answer: its nearest accepted answer,
+    then the wrong option the similarity evidence nominates, if any."""
+    item = rubric.item
+    triples = [(item.question, item.reference_answers[ev.sig.ref.best], text)]
+    if ev.wrong is not None:
+        triples.append((item.question, ev.wrong, text))
+    return triples
 
 
 def vetoed(ev: Evidence) -> bool:
@@ -187,6 +214,13 @@ def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> 
                           sig.sim_explanation, sig.on_topic)
 
 
+def bank_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> np.ndarray:
+    """The bank decision's features for an answer the late judge read (`decision_input`, then its reading)."""
+    if ev.late is None:
+        raise ValueError("the bank decision needs the late judge's reading of the answer")
+    return np.concatenate([decision_input(ev, on_refs, on_wrongs), late_vector(ev.late[0], _on_wrong(ev.late[1:]))])
+
+
 def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, examples: ExampleHead | None,
               foreign: ForeignHead | None) -> tuple[np.ndarray, str] | None:
     """The decision's probabilities with P(correct) replaced by a head's, and that head's version: the
@@ -203,18 +237,22 @@ def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, ex
 
 
 def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray,
-           decision: Decision, head: ExampleHead | None = None, foreign: ForeignHead | None = None) -> GradeResult:
+           decision: Decision, head: ExampleHead | None = None, foreign: ForeignHead | None = None,
+           bank: Decision | None = None) -> GradeResult:
     """The verdict of the learned decision (read again by the example head or the foreign head, when
-    given and the question calls for one), with the evidence it rests on."""
+    given and the question calls for one), or of the bank decision (`bank`) for an answer the late judge
+    read, with the evidence it rests on."""
     judge_ref, judge_wrong = on_refs[0], _on_wrong(on_wrongs)
     x = decision_input(ev, on_refs, on_wrongs)
-    probs = decision.probabilities(x)
     sure = vetoed(ev)
-    version = decision.version
-    adjusted = None if sure else with_head(rubric, ev, x, probs, head, foreign)
+    if bank is not None and ev.late is not None:
+        probs, version, adjusted = bank.probabilities(bank_input(ev, on_refs, on_wrongs)), bank.version, None
+    else:
+        probs, version = decision.probabilities(x), decision.version
+        adjusted = None if sure else with_head(rubric, ev, x, probs, head, foreign)
     if adjusted is not None:
         probs, head_version = adjusted
-        version = f"{decision.version}+{head_version}"
+        version = f"{version}+{head_version}"
         verdict = head_verdict(probs)
     else:
         verdict = ev.adopted or ("incorrect" if sure else VERDICTS[int(np.argmax(probs))])
@@ -296,6 +334,12 @@ class Plan:
         evs = [evidence(r, t, v, self.pendings[i].flags, model)
                for r, t, v, i in zip(rubrics, texts, vecs, self.todo, strict=True)]
         judged = _judged(rubrics, texts, evs, graders.judge or default_judge())
+        late = graders.late_judge()
+        if late is not None:
+            # The bank decision's second reading: the same pairs through the late judge, whose answer
+            # states are one more output of the encode above (app/grading/latejudge.py).
+            evs = [replace(ev, late=late.probabilities(_pairs(r, t, ev))) if graders.reads_late(r) else ev
+                   for r, t, ev in zip(rubrics, texts, evs, strict=True)]
         return [(ev, on_refs, on_wrongs) for ev, (on_refs, on_wrongs) in zip(evs, judged, strict=True)]
 
     def finish(self, vecs: np.ndarray, graders: Graders | None = None) -> list[GradeResult]:
@@ -315,10 +359,11 @@ class Plan:
                     results[i] = _finish(self.rubrics[i], self.pendings[i], vec, model)
             else:
                 decision = graders.decision or load_decision()
-                head, foreign = graders.example_head(), graders.foreign_head()
+                head, foreign, bank = graders.example_head(), graders.foreign_head(), graders.bank()
                 for i, text, (ev, on_refs, on_wrongs) in zip(self.todo, self.texts, self.evidence(vecs, graders),
                                                               strict=True):
-                    results[i] = decide(self.rubrics[i], text, ev, on_refs, on_wrongs, decision, head, foreign)
+                    results[i] = decide(self.rubrics[i], text, ev, on_refs, on_wrongs, decision, head, foreign,
+                                        bank)
         return [r for r in results if r is not None]
 
 

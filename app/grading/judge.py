@@ -141,6 +141,9 @@ class Evidence:
     other_margin: float  # how much nearer another question's accepted answer is than this one's
     other_question: str | None  # that question, when the answer is flagged as answering it
     role_swap: RoleSwap | None = None  # a swap of the question's authored roles (data/roles.yaml)
+    # The late judge's probabilities for the pairs the pair judge read (accepted answer, then the wrong
+    # option if any), on a bank question that no head grades; else None.
+    late: np.ndarray | None = None
 
 
 def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model: GeneralModel) -> Evidence:

@@ -1,4 +1,5 @@
-"""Which judge grading reads pairs with: the one a folder holds, a pair judge or a late judge.
+"""Which judges grading reads pairs with: the one a folder holds, a pair judge or a late judge; and the
+late judge whose readings the bank decision weighs beside the pair judge's.
 
 Both give P(correct), P(partial), P(incorrect) for (question, accepted answer, answer) triples. The
 folder's manifest says which it is (a late judge's `kind` is "late"). A late judge reads the serving
@@ -77,8 +78,9 @@ def _pair_judge(folder: Path) -> PairJudge:
 
 
 @lru_cache(maxsize=2)
-def _offline_late_judge(folder: Path) -> LateJudge:
-    return LateJudge(folder, own_encoder(int(read_late_manifest(folder)["states_layer"])))
+def _offline_late_judge(folder: Path, index_path: Path | None = None, model: str | None = None) -> LateJudge:
+    settings = Settings() if index_path is None else Settings(index_dir=index_path, model=model or Settings().model)
+    return LateJudge(folder, own_encoder(int(read_late_manifest(folder)["states_layer"]), settings))
 
 
 _configured: list[Judge] = []  # the process's judge, once chosen
@@ -95,3 +97,37 @@ def default_judge() -> Judge:
     if not _configured:
         use_judge(load_judge(Settings().judge_dir))
     return _configured[0]
+
+
+_late: list[Judge | None] = []  # the process's late judge for the bank decision, once chosen (None: none)
+
+
+def use_late_judge(judge: Judge | None) -> None:
+    """Make this the late judge that grading reads bank questions' answers with (None: grade without one)."""
+    _late[:] = [judge]
+
+
+def default_late_judge() -> Judge | None:
+    """The process's late judge: the runtime's, or one an offline tool chose (`use_late_judge`). None
+    until one is chosen: a late judge reads the int8 encoder's states, which an offline encoder (PyTorch,
+    a test's fake) does not have, so offline grading opts in (`offline_late_judge`)."""
+    return _late[0] if _late else None
+
+
+def serving_late_judge(folder: Path, encoder: object) -> Judge | None:
+    """The late judge in `folder`, reading `encoder`'s states; None (logged) when that encoder keeps none
+    of its layer (the PyTorch fallback, a test's fake): grading then weighs the pair judge alone. A
+    damaged or missing judge raises, whatever the encoder."""
+    layer = int(read_late_manifest(folder)["states_layer"])
+    source = states_source(encoder)
+    if source is None or source.states_layer != layer:
+        log.warning("the serving encoder keeps no layer-%d states: grading without the late judge", layer)
+        return None
+    return LateJudge(folder, source)
+
+
+def offline_late_judge(settings: Settings | None = None) -> Judge:
+    """The configured late judge with an int8 encoder of its own (the index's export), for offline grading
+    as served (`tutor eval`, the decision's fit)."""
+    settings = settings or Settings()
+    return _offline_late_judge(settings.late_judge_dir, settings.index_path, settings.model)

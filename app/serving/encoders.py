@@ -34,7 +34,8 @@ def default_encoder(settings: Settings) -> Encoder:
         try:
             _, threads = settings.encoder_parallelism
             return OnnxEncoder(encoder_dir(settings.index_path, model_id), model_id, threads=threads,
-                               solo_threads=settings.encoder_solo, states_layer=judge_states_layer(settings.judge_dir))
+                               solo_threads=settings.encoder_solo,
+                               states_layer=judge_states_layer(settings.late_judge_dir, settings.judge_dir))
         except EncoderArtifactError:
             if settings.encoder_backend == "onnx":
                 raise
@@ -42,14 +43,18 @@ def default_encoder(settings: Settings) -> Encoder:
     return SentenceTransformerEncoder(settings.model)
 
 
-def judge_states_layer(judge_dir: Path) -> int | None:
-    """The encoder layer whose token states the grader's judge reads: its manifest's `states_layer` (a
-    late judge, app/grading/latejudge.py), else None. Read without checking the judge: loading it does."""
-    try:
-        layer = json.loads((judge_dir / "judge.json").read_text(encoding="utf-8")).get("states_layer")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return layer if isinstance(layer, int) else None
+def judge_states_layer(*judge_dirs: Path) -> int | None:
+    """The encoder layer whose token states the grader's judges read: the first of these folders' judges
+    whose manifest has a `states_layer` (a late judge, app/grading/latejudge.py), else None. Read without
+    checking the judges: loading them does."""
+    for judge_dir in judge_dirs:
+        try:
+            layer = json.loads((judge_dir / "judge.json").read_text(encoding="utf-8")).get("states_layer")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(layer, int):
+            return layer
+    return None
 
 
 # What `build_early` started: the settings it was for, and the encoder to come.

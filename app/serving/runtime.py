@@ -24,10 +24,10 @@ from app.db import (
     upgrade,
 )
 from app.errors import TutorError, UnavailableError
-from app.grading.decision import load_decision
+from app.grading.decision import load_bank_decision, load_decision
 from app.grading.examples import load_head
 from app.grading.foreign import load_foreign
-from app.grading.judges import load_judge, use_judge
+from app.grading.judges import load_judge, serving_late_judge, use_judge, use_late_judge
 from app.grading.pairjudge import JudgeArtifactError
 from app.grading.roles import authored_roles
 from app.keys.service import Caller
@@ -161,8 +161,11 @@ class Runtime:
                 # the judge's files checked against its manifest) before the service says it is ready.
                 stage = "judge"
                 use_judge(load_judge(self.settings.judge_dir, self.encoder))
+                stage = "late judge"  # read by the bank decision beside the pair judge, from the encoder's states
+                use_late_judge(serving_late_judge(self.settings.late_judge_dir, self.encoder))
                 stage = "grading decision"
                 load_decision()
+                load_bank_decision()
                 stage = "example head"
                 load_head()
                 stage = "foreign head"

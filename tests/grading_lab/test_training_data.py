@@ -150,6 +150,27 @@ def test_crossfit_refuses_an_option_it_would_not_follow(option: list[str], tmp_p
     assert option[0] in said and "shipped judge's recipe" in said
 
 
+@pytest.mark.parametrize("option", [["--epochs", "1"], ["--out", "elsewhere"], ["--holdout", "1"]])
+def test_the_late_judges_crossfit_refuses_an_option_it_would_not_follow(option: list[str], tmp_path: Path) -> None:
+    """`--crossfit --late` makes the late judge's fold judges, for the bank decision, with its recipe."""
+    result = CliRunner().invoke(app, ["models", "train-judge", "--crossfit", "--late", *option],
+                                env={"HOME": str(tmp_path)})
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert option[0] in said and "late-crossfit" in said and "--late" not in said.split("no ")[-1]
+
+
+def test_the_shipped_late_judges_recipe_is_the_late_recipe() -> None:
+    """`tutor models train-judge --late` rebuilds models/late-judge/ with LATE_RECIPE, as its manifest records."""
+    from app.config import LATE_JUDGE_DIR
+    from app.grading.latejudge import read_late_manifest
+    from grading_lab.judge_train import LATE_RECIPE
+
+    manifest = read_late_manifest(LATE_JUDGE_DIR)
+    assert recipe_of(manifest) == LATE_RECIPE
+    assert manifest["data"] == default_judge().manifest["data"]  # the pair judge's training data
+
+
 def test_distillation_loss_is_zero_only_where_the_student_reads_as_the_teacher() -> None:
     import torch
 

@@ -15,6 +15,8 @@ BASELINE = Path(__file__).resolve().parents[3] / "grading_lab" / "dev_baseline.j
 DEV = DATA_DIR / "eval" / "dev.jsonl"
 TOLERANCE = 0.03
 
+pytestmark = pytest.mark.usefixtures("as_served")  # bank questions read by both judges, as served
+
 
 @pytest.mark.slow
 @pytest.mark.skipif(not DEV.exists(), reason="no dev set")

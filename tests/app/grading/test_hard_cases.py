@@ -1,4 +1,4 @@
-"""Answers of the hard kinds, graded by the real model and the real pair judge as a careful expert would.
+"""Answers of the hard kinds, graded by the real model and the real judges as a careful expert would.
 
 The first group are answers that an earlier grader got wrong, tried as a new user would; the
 second, one new answer of each kind, written for this test and found in no training file (the
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.grading import GradeResult, Rubric, grade_many, prepare_many
+from app.grading import GradeResult, Graders, Rubric, grade_many, prepare_many
+from app.grading.judges import Judge
 from app.grading.rubric import attach_neighbours
 from grading_lab.evaluation import bank_items
 from ingest.embedder import SentenceTransformerEncoder
@@ -79,8 +80,9 @@ FEEDBACK = [
 
 
 @pytest.fixture(scope="module")
-def graded() -> dict[tuple[str, int, str], GradeResult]:
-    """Every case graded in one batch, against rubrics built as serving builds them."""
+def graded(served_late_judge: Judge) -> dict[tuple[str, int, str], GradeResult]:
+    """Every case graded in one batch, against rubrics built as serving builds them, and read by both
+    judges as served."""
     encoder = SentenceTransformerEncoder()
     items = bank_items()
     keys = sorted(items)
@@ -88,7 +90,8 @@ def graded() -> dict[tuple[str, int, str], GradeResult]:
         zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
     attach_neighbours(list(rubrics.values()))
     cases = REPORTED + NEW + FEEDBACK
-    results = grade_many([rubrics[(f, n)] for f, n, _, _ in cases], [a for _, _, a, _ in cases], encoder)
+    results = grade_many([rubrics[(f, n)] for f, n, _, _ in cases], [a for _, _, a, _ in cases], encoder,
+                         graders=Graders(late=served_late_judge))
     return {(f, n, a): r for (f, n, a, _), r in zip(cases, results, strict=True)}
 
 

@@ -1,0 +1,144 @@
+"""The bank decision: a bank question's answer is weighed with the late judge's reading beside the pair
+judge's; questions from outside the bank, and questions the example head grades, are not."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.grading import Graders, GradingItem, grade, prepare
+from app.grading.decision import (
+    BANK_DECISION_PATH,
+    BANK_FEATURES,
+    DECISION_PATH,
+    FEATURES,
+    LATE_FEATURES,
+    Decision,
+    load_bank_decision,
+    load_decision,
+)
+from app.grading.examples import MIN_EXAMPLES
+from app.grading.judges import offline_late_judge
+from app.grading.rubric import Rubric, attach_neighbours
+from grading_lab.evaluation import bank_items
+from tests.fakes import FakeEncoder
+
+QUESTION = GradingItem(
+    question="What does all-gather do?",
+    reference_answers=["Every rank ends up with every rank's chunk: the full tensor on all ranks."],
+    wrong_answers=["It sums the tensors and keeps the sum on rank 0"],
+)
+OTHER = GradingItem(
+    question="What does reduce-scatter do?",
+    reference_answers=["It sums the tensors across ranks and leaves each rank one shard of the sum."],
+)
+
+
+class StubLateJudge:
+    """Fixed probabilities, and the pairs it was asked to read (the real one is tested through the
+    grader in test_hard_cases.py and through the served API in tests/test_e2e.py)."""
+
+    version = "late-stub"
+
+    def __init__(self, probs: Sequence[float] = (0.7, 0.2, 0.1)) -> None:
+        self.manifest: dict[str, Any] = {}
+        self.probs = np.asarray(probs, dtype=np.float32)
+        self.read: list[tuple[str, str, str]] = []
+
+    def probabilities(self, triples: Sequence[tuple[str, str, str]]) -> np.ndarray:
+        self.read.extend(triples)
+        return np.tile(self.probs, (len(triples), 1))
+
+
+def _bank(fake: FakeEncoder, item: GradingItem = QUESTION) -> Rubric:
+    rubrics = [prepare(replace(item, key="f#1"), fake), prepare(replace(OTHER, key="f#2"), fake)]
+    attach_neighbours(rubrics)
+    return rubrics[0]
+
+
+def test_the_committed_bank_decision_reads_the_decisions_inputs_and_the_late_judges() -> None:
+    bank = load_bank_decision()
+    assert bank.features == BANK_FEATURES == (*FEATURES, *LATE_FEATURES)
+    assert bank.weights.shape == (3, len(BANK_FEATURES))
+    manifest = json.loads(BANK_DECISION_PATH.read_text(encoding="utf-8"))
+    assert "late-judge" in manifest["version"] and "pair-judge" in manifest["version"]
+    assert manifest["grouped_cv"]["n"] > 1000  # its figures are grouped cross-validation, recorded with it
+
+
+def test_a_decision_file_is_refused_for_the_wrong_features(tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match="not a bank decision"):
+        load_bank_decision(DECISION_PATH)
+    d = json.loads(BANK_DECISION_PATH.read_text(encoding="utf-8"))
+    with pytest.raises(ValueError, match="other features"):
+        Decision.from_dict({**d, "features": [*FEATURES, "something_else"]})
+    with pytest.raises(ValueError, match="do not match"):
+        Decision.from_dict({**d, "features": list(FEATURES)})  # bank weights under the decision's names
+    assert Decision.from_dict(load_bank_decision().to_dict()).features == BANK_FEATURES
+
+
+def test_a_bank_questions_answer_is_read_by_both_judges_and_weighed_by_the_bank_decision(fake: FakeEncoder) -> None:
+    late = StubLateJudge()
+    rubric = _bank(fake)
+    result = grade(rubric, "each rank gets the whole tensor, every chunk from every rank", fake,
+                   graders=Graders(late=late))
+    assert result.grader_version == load_bank_decision().version
+    assert late.read and all(q == QUESTION.question for q, _, _ in late.read)
+    assert late.read[0][1] == QUESTION.reference_answers[0]
+
+
+def test_the_late_judges_reading_moves_the_verdict(fake: FakeEncoder) -> None:
+    rubric = _bank(fake)
+    answer = "every rank ends up with the full tensor"
+    sure_right = grade(rubric, answer, fake, graders=Graders(late=StubLateJudge((0.98, 0.01, 0.01))))
+    sure_wrong = grade(rubric, answer, fake, graders=Graders(late=StubLateJudge((0.01, 0.01, 0.98))))
+    assert sure_right.score > sure_wrong.score
+
+
+def test_without_a_late_judge_a_bank_question_is_weighed_by_the_decision_alone(fake: FakeEncoder) -> None:
+    rubric = _bank(fake)
+    late = StubLateJudge()
+    for graders in (Graders(), Graders(late=late, no_late=True), Graders(late=late, rules=True)):
+        result = grade(rubric, "every rank ends up with the full tensor", fake, graders=graders)
+        assert "late" not in result.grader_version
+    assert not late.read
+
+
+def test_questions_a_head_grades_are_not_read_by_the_late_judge(fake: FakeEncoder) -> None:
+    late = StubLateJudge()
+    inline = prepare(QUESTION, fake)  # from outside the bank: the foreign head's
+    result = grade(inline, "every rank ends up with the full tensor", fake, graders=Graders(late=late))
+    assert result.grader_version.startswith(load_decision().version) and "foreign" in result.grader_version
+    labelled = [(f"every rank gets chunk {i}", "correct" if i % 2 else "incorrect") for i in range(MIN_EXAMPLES)]
+    with_examples = _bank(fake, replace(QUESTION, examples=labelled))  # the example head's, even in the bank
+    result = grade(with_examples, "every rank ends up with the full tensor", fake, graders=Graders(late=late))
+    assert "examples" in result.grader_version
+    assert not late.read
+
+
+@pytest.mark.slow
+def test_offline_grading_reads_the_committed_late_judge_on_the_int8_export(
+        onnx_encoder_dir: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """`tutor eval` and the decision's fit read the late judge with an int8 encoder of their own, from
+    the index's export; without one they say what to run."""
+    from app.config import Settings
+    from app.grading.pairjudge import JudgeArtifactError
+    from tests.conftest import with_onnx
+
+    empty = Settings(data_dir=tmp_path / "empty")
+    with pytest.raises(JudgeArtifactError, match="tutor models export"):
+        offline_late_judge(empty)
+    with_onnx(tmp_path / "data" / "index", onnx_encoder_dir)
+    monkeypatch.setenv("TUTOR_DATA_DIR", str(tmp_path / "data"))
+    judge = offline_late_judge(Settings())
+    item = bank_items()[("000_78b4b506bc754b1f.txt", 1)]  # a bank question: the late judge reads those only
+    read = [(item.question, item.reference_answers[0], answer) for answer in (
+        "Micro-batches let neighbouring stages work on different slices of the batch at once, so the pipeline "
+        "stays busy", "a batch that gets shipped to the cpu so it can do the preprocessing")]
+    probs = judge.probabilities(read)
+    assert probs.shape == (2, 3) and np.allclose(probs.sum(axis=1), 1.0, atol=1e-5)
+    assert probs[0, 0] > 0.5 > probs[1, 0]
