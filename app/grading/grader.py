@@ -104,6 +104,13 @@ def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralMo
 # overall, 45 of the 50 training answers it settles are incorrect).
 REVERSAL_FLAGS = ("roles_swapped", "negation_mismatch")
 REVERSAL_JUDGE_RIGHT = 0.5
+# An answer that both judges read as incorrect (P(incorrect) >= this against the accepted answer) is not
+# `correct`, however close its words: the bank decision once called "all-gather leaves each rank with
+# only its own chunk" correct on the similarity evidence (the pair judge read it 0.90 incorrect, the
+# late judge 0.72). Grouped CV in grading_lab/decision_fit.py --bank: 0.8227 / 0.9334 without the
+# rule, 0.8235 / 0.9344 with it at 0.4-0.6 alike (docs/GRADING.md, "Two judges").
+BOTH_JUDGES_WRONG = 0.5
+BOTH_WRONG_VERDICT = "incorrect"  # what such an answer is graded (`partial`: 0.8226 / 0.9344)
 MISCONCEPTION_FLOOR = 0.5  # the judge's P(correct) + P(partial) against a wrong option that names it
 # Checks that are cheap and sure: an answer they flag is incorrect whatever the decision weighs
 # (a bare list of terms; an evasion or the question restated; nothing in common with the question's
@@ -264,6 +271,10 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
         # without; partial 0.665 against 0.714, evasive 0.707 against 0.672).
         verdict, sure = "incorrect", True
         flags.append("off_topic")
+    if (verdict == "correct" and ev.adopted is None and ev.late is not None and bank is not None
+            and min(float(judge_ref[2]), float(ev.late[0][2])) >= BOTH_JUDGES_WRONG):
+        # Both judges read the answer as wrong: the similarity evidence alone does not make it right.
+        verdict, sure = BOTH_WRONG_VERDICT, BOTH_WRONG_VERDICT == "incorrect"
     if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
             and any(f in flags for f in REVERSAL_FLAGS)):
         verdict, sure = "incorrect", True

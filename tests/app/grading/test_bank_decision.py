@@ -142,3 +142,21 @@ def test_offline_grading_reads_the_committed_late_judge_on_the_int8_export(
     probs = judge.probabilities(read)
     assert probs.shape == (2, 3) and np.allclose(probs.sum(axis=1), 1.0, atol=1e-5)
     assert probs[0, 0] > 0.5 > probs[1, 0]
+
+
+def test_an_answer_both_judges_read_as_wrong_is_not_graded_correct(fake: FakeEncoder,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """However close its words are to the accepted answer: "all-gather leaves each rank with only its own
+    chunk" shares nearly all of them (tests/app/grading/test_hard_cases.py grades it with the real judges)."""
+    import app.grading.grader as grader
+
+    rubric = _bank(fake)
+    answer = "Every rank ends up with every rank's chunk, the full tensor on all of the ranks."
+    leaning_wrong = (0.3, 0.05, 0.65)
+    graders = Graders(judge=StubLateJudge(leaning_wrong), late=StubLateJudge(leaning_wrong))
+    monkeypatch.setattr(grader, "BOTH_JUDGES_WRONG", 9.0)  # the rule off: the similarity evidence wins
+    assert grade(rubric, answer, fake, graders=graders).verdict == "correct"
+    monkeypatch.undo()
+    assert grade(rubric, answer, fake, graders=graders).verdict == "incorrect"
+    one_reads_it_right = Graders(judge=StubLateJudge((0.6, 0.1, 0.3)), late=StubLateJudge(leaning_wrong))
+    assert grade(rubric, answer, fake, graders=one_reads_it_right).verdict == "correct"
