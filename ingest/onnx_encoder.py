@@ -39,6 +39,10 @@ class EncoderArtifactError(RuntimeError):
     """The exported encoder is missing or does not belong to the configured model."""
 
 
+class EncoderStatesError(EncoderArtifactError):
+    """The exported encoder has no tensor for the layer states asked of it (another model's export)."""
+
+
 class EncoderIntegrityError(RuntimeError):
     """The exported encoder's files do not match the hashes in its manifest.
 
@@ -257,7 +261,7 @@ def with_outputs(path: Path, names: list[str]) -> bytes:
     known = {out for node in model.graph.node for out in node.output}
     missing = [n for n in names if n not in known]
     if missing:
-        raise EncoderArtifactError(f"the exported encoder has no tensor {missing[0]}; run `tutor models export`")
+        raise EncoderStatesError(f"the exported encoder has no tensor {missing[0]}; run `tutor models export`")
     model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names)
     return model.SerializeToString()
 

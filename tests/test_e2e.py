@@ -104,8 +104,9 @@ def test_a_bank_answer_is_read_by_both_judges_as_served(sqlite_server: tuple[str
     """The int8 encoder keeps the late judge's layer states, so a bank question's answer in other words
     is weighed by the bank decision, with both judges' readings (app/grading/decision.py)."""
     _, bank = sqlite_server
-    qid, q = next((k, v) for k, v in sorted(bank.items()) if v["accepted_answers"])
-    answer = f"In short: {q['accepted_answers'][0]}"
+    (qid,) = [k for k, v in bank.items() if v["question"].startswith("In pipeline parallelism, what is a 'micro")]
+    answer = ("In short: micro-batches let neighbouring stages work on different slices of the batch at once, so "
+              "the pipeline stays busy")  # the lead-in is cut before either judge reads it
     body = json.loads(run_tutor(_env(bank_dir), "grade", answer, "--question-id", qid).stdout)
     assert "pair-judge" in body["grader_version"] and "late-judge" in body["grader_version"], body
     assert body["verdict"] == "correct", body

@@ -71,6 +71,30 @@ def is_evasive(answer: str) -> bool:
     return bool(tokens) and all(t in STOPWORDS for t in tokens) and len(tokens) <= 6
 
 
+# A lead-in that says nothing of the answer ("In short:", "Basically,", "So,"). Both judges read such an
+# opening as a sign of a right answer: prefixed to the dev set's and the written files' wrong answers,
+# "In short: " had the grader call 83 of 463 correct (docs/GRADING.md, "Lead-ins"). It is cut before
+# anything reads the answer, up to three in a row ("So, basically: ...").
+_LEAD_IN = re.compile(
+    r"^\s*(?:(?:in\s+short|in\s+a\s+nutshell|in\s+summary|to\s+sum(?:marize|marise)?\s+up|to\s+summari[sz]e|"
+    r"long\s+story\s+short|simply\s+put|put\s+simply|tl;?\s*dr)\b[\s,:;.!-]*|"
+    r"(?:so|well|basically|essentially|ok|okay|right|yes|yeah|sure|um+|uh+|hmm+|answer|my\s+answer)\s*[,:;!]+\s*)",
+    re.IGNORECASE,
+)
+
+
+def strip_lead_in(answer: str) -> str:
+    """The answer without the lead-ins it opens with (at most three); the answer itself when nothing
+    follows them."""
+    text = answer
+    for _ in range(3):
+        cut = _LEAD_IN.match(text)
+        if cut is None or not text[cut.end():].strip():
+            break
+        text = text[cut.end():]
+    return text
+
+
 def has_injection(text: str) -> bool:
     """Whether the text has a sentence that instructs the grader."""
     if text.isascii():

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from app.grading.checks import is_evasive, is_keyword_list, strip_injection
+from app.grading.checks import is_evasive, is_keyword_list, strip_injection, strip_lead_in
 from app.grading.choice import exact_match, is_bare_letter
 from app.grading.decision import VERDICTS, Decision, feature_vector, late_vector, load_bank_decision, load_decision
 from app.grading.examples import ExampleHead, example_features, load_head, usable
@@ -78,7 +78,7 @@ def _precheck(rubric: Rubric, answer: str, choice: str | None) -> _Pending:
         answer = answer.strip() or choice
     text, injected = strip_injection(answer or "")
     flags = ["injection"] if injected else []
-    text = text.strip()
+    text = strip_lead_in(text).strip()
     if not text:
         flags.append("empty")
         return _Pending(text, flags, _reject(rubric, flags, "There is no answer to grade here."))

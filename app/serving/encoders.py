@@ -17,7 +17,7 @@ from pathlib import Path
 
 from app.config import Settings, get_settings
 from ingest.embedder import Encoder, SentenceTransformerEncoder, model_id_for
-from ingest.onnx_encoder import EncoderArtifactError, OnnxEncoder, encoder_dir
+from ingest.onnx_encoder import EncoderArtifactError, EncoderStatesError, OnnxEncoder, encoder_dir
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +33,15 @@ def default_encoder(settings: Settings) -> Encoder:
         model_id = model_id_for(settings.model)
         try:
             _, threads = settings.encoder_parallelism
-            return OnnxEncoder(encoder_dir(settings.index_path, model_id), model_id, threads=threads,
-                               solo_threads=settings.encoder_solo,
-                               states_layer=judge_states_layer(settings.late_judge_dir, settings.judge_dir))
+            folder, layer = encoder_dir(settings.index_path, model_id), judge_states_layer(
+                settings.late_judge_dir, settings.judge_dir)
+            try:
+                return OnnxEncoder(folder, model_id, threads=threads, solo_threads=settings.encoder_solo,
+                                   states_layer=layer)
+            except EncoderStatesError:
+                # An export without that layer (another model's): served, and graded without the late judge.
+                log.warning("the ONNX export has no layer-%s states: serving it without the late judge", layer)
+                return OnnxEncoder(folder, model_id, threads=threads, solo_threads=settings.encoder_solo)
         except EncoderArtifactError:
             if settings.encoder_backend == "onnx":
                 raise

@@ -13,9 +13,11 @@ from app.grading.checks import (
     negation_mismatch,
     restates_question,
     strip_injection,
+    strip_lead_in,
 )
 from app.grading.roles import clauses_swapped, markers_swapped, reference_clauses, subjects_missing
 from app.grading.text import StemSet, content_stems, has_match, stems_match
+from tests.fakes import FakeEncoder
 
 DP_Q = "What is the difference between data parallelism and model parallelism?"
 DP_REF = "Data parallelism replicates the model and splits data; model parallelism splits the model across devices"
@@ -218,3 +220,25 @@ def test_a_rubrics_vocabulary_does_not_remember_the_answers_graded_against_it() 
     assert has_match("pipeline", vocabulary)
     assert not has_match("sourdough", vocabulary)
     assert vocabulary._seen is None
+
+
+@pytest.mark.parametrize(("answer", "left"), [
+    ("In short: tensor parallelism for inference", "tensor parallelism for inference"),
+    ("So, basically: each rank keeps one shard", "each rank keeps one shard"),
+    ("Yes! it sums the gradients", "it sums the gradients"),
+    ("so-called expert parallelism", "so-called expert parallelism"),  # a word, not a lead-in
+    ("essentially the same as DDP", "essentially the same as DDP"),  # no pause after it: content
+    ("In short:", "In short:"),  # nothing after it: left for the evasion checks
+])
+def test_a_lead_in_that_says_nothing_is_cut(answer: str, left: str) -> None:
+    assert strip_lead_in(answer) == left
+
+
+def test_a_lead_in_does_not_change_a_verdict(fake: FakeEncoder) -> None:
+    """Both judges read "In short:" as a sign of a right answer (docs/GRADING.md, "Known weak spots")."""
+    from app.grading import GradingItem, grade, prepare
+
+    rubric = prepare(GradingItem("What does all-gather do?", ["every rank ends up with the full tensor"]), fake)
+    for answer in ("only rank 0 gets the sum", "every rank gets the whole tensor"):
+        plain, led = grade(rubric, answer, fake), grade(rubric, f"In short: {answer}", fake)
+        assert (plain.verdict, plain.score) == (led.verdict, led.score)
