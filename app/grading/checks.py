@@ -71,7 +71,7 @@ def is_evasive(answer: str) -> bool:
     return bool(tokens) and all(t in STOPWORDS for t in tokens) and len(tokens) <= 6
 
 
-# A lead-in that says nothing of the answer ("In short:", "Basically,", "So,"). Both judges read such an
+# A lead-in that says nothing of the answer ("In short:", "Basically,", "So,"). The grader read such an
 # opening as a sign of a right answer: prefixed to the dev set's and the written files' wrong answers,
 # "In short: " had the grader call 83 of 463 correct (docs/GRADING.md, "Lead-ins"). It is cut before
 # anything reads the answer, up to three in a row ("So, basically: ...").

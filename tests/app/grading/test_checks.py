@@ -235,7 +235,7 @@ def test_a_lead_in_that_says_nothing_is_cut(answer: str, left: str) -> None:
 
 
 def test_a_lead_in_does_not_change_a_verdict(fake: FakeEncoder) -> None:
-    """Both judges read "In short:" as a sign of a right answer (docs/GRADING.md, "Known weak spots")."""
+    """The grader read "In short:" as a sign of a right answer (docs/GRADING.md, "Known weak spots")."""
     from app.grading import GradingItem, grade, prepare
 
     rubric = prepare(GradingItem("What does all-gather do?", ["every rank ends up with the full tensor"]), fake)
