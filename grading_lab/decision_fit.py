@@ -92,7 +92,7 @@ def dataset(path: Path, encoder: Encoder, graders: Graders | None = None,
     vecs = memo.encode(plan.texts) if plan.texts else np.zeros((0, encoder.dim), dtype=np.float32)
     judged = plan.evidence(vecs, graders)
     x = np.array([decision_input(ev, on_refs, on_wrongs) for ev, on_refs, on_wrongs in judged])
-    xb = (np.array([bank_input(ev, on_refs, on_wrongs) for ev, on_refs, on_wrongs in judged])
+    xb = (np.array([bank_input(row, ev) for row, (ev, _, _) in zip(x, judged, strict=True)])
           if judged and all(ev.late is not None for ev, _, _ in judged) else None)
     todo = plan.todo
     cases = [(plan.rubrics[i], text, j) for i, text, j in zip(todo, plan.texts, judged, strict=True)]

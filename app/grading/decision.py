@@ -120,17 +120,22 @@ def load_bank_decision(path: Path = BANK_DECISION_PATH) -> Decision:
     return decision
 
 
+def _log_probs(probs: np.ndarray) -> list[float]:
+    """A judge's three probabilities as the decisions read them: logs, floored at 1e-6."""
+    return [math.log(max(float(p), 1e-6)) for p in probs]
+
+
 def late_vector(on_ref: np.ndarray, on_wrong: float) -> np.ndarray:
     """LATE_FEATURES of one answer: the late judge's probabilities against the accepted answer, and its
     reading against the nominated wrong option."""
-    return np.array([*(math.log(max(float(p), 1e-6)) for p in on_ref), on_wrong], dtype=np.float64)
+    return np.array([*_log_probs(on_ref), on_wrong], dtype=np.float64)
 
 
 def feature_vector(z_correct: float, z_partial: float, judge_ref: np.ndarray, judge_wrong: float,
                    flags: set[str], one_side: bool, unsupported: bool, other_margin: float,
                    similarity: np.ndarray, sim_example: float, sim_explanation: float, on_topic: float) -> np.ndarray:
     """The decision's input for one answer (`similarity`: the general model's input features)."""
-    logs = [math.log(max(float(p), 1e-6)) for p in judge_ref]
+    logs = _log_probs(judge_ref)
     flag_bits = [1.0 if FLAG_OF.get(name, name) in flags else 0.0 for name in FLAG_FEATURES]
     return np.array([z_correct, z_partial, *logs, judge_wrong, *flag_bits, float(one_side), float(unsupported),
                      max(-0.5, other_margin), 1.0 if "other_question" in flags else 0.0,

@@ -109,8 +109,7 @@ REVERSAL_JUDGE_RIGHT = 0.5
 # only its own chunk" correct on the similarity evidence (the pair judge read it 0.90 incorrect, the
 # late judge 0.72). Grouped CV in grading_lab/decision_fit.py --bank: 0.8227 / 0.9334 without the
 # rule, 0.8235 / 0.9344 with it at 0.4-0.6 alike (docs/GRADING.md, "Two judges").
-BOTH_JUDGES_WRONG = 0.5
-BOTH_WRONG_VERDICT = "incorrect"  # what such an answer is graded (`partial`: 0.8226 / 0.9344)
+BOTH_JUDGES_WRONG = 0.5  # such an answer is incorrect (graded partial instead: 0.8226 / 0.9344)
 MISCONCEPTION_FLOOR = 0.5  # the judge's P(correct) + P(partial) against a wrong option that names it
 # Checks that are cheap and sure: an answer they flag is incorrect whatever the decision weighs
 # (a bare list of terms; an evasion or the question restated; nothing in common with the question's
@@ -221,11 +220,12 @@ def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> 
                           sig.sim_explanation, sig.on_topic)
 
 
-def bank_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> np.ndarray:
-    """The bank decision's features for an answer the late judge read (`decision_input`, then its reading)."""
+def bank_input(x: np.ndarray, ev: Evidence) -> np.ndarray:
+    """The bank decision's features for an answer the late judge read: its decision input `x`
+    (`decision_input`), then the late judge's reading."""
     if ev.late is None:
         raise ValueError("the bank decision needs the late judge's reading of the answer")
-    return np.concatenate([decision_input(ev, on_refs, on_wrongs), late_vector(ev.late[0], _on_wrong(ev.late[1:]))])
+    return np.concatenate([x, late_vector(ev.late[0], _on_wrong(ev.late[1:]))])
 
 
 def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, examples: ExampleHead | None,
@@ -253,7 +253,7 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     x = decision_input(ev, on_refs, on_wrongs)
     sure = vetoed(ev)
     if bank is not None and ev.late is not None:
-        probs, version, adjusted = bank.probabilities(bank_input(ev, on_refs, on_wrongs)), bank.version, None
+        probs, version, adjusted = bank.probabilities(bank_input(x, ev)), bank.version, None
     else:
         probs, version = decision.probabilities(x), decision.version
         adjusted = None if sure else with_head(rubric, ev, x, probs, head, foreign)
@@ -274,7 +274,7 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     if (verdict == "correct" and ev.adopted is None and ev.late is not None and bank is not None
             and min(float(judge_ref[2]), float(ev.late[0][2])) >= BOTH_JUDGES_WRONG):
         # Both judges read the answer as wrong: the similarity evidence alone does not make it right.
-        verdict, sure = BOTH_WRONG_VERDICT, BOTH_WRONG_VERDICT == "incorrect"
+        verdict, sure = "incorrect", True
     if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
             and any(f in flags for f in REVERSAL_FLAGS)):
         verdict, sure = "incorrect", True

@@ -118,12 +118,13 @@ def serving_late_judge(folder: Path, encoder: object) -> Judge | None:
     """The late judge in `folder`, reading `encoder`'s states; None (logged) when that encoder keeps none
     of its layer (the PyTorch fallback, a test's fake): grading then weighs the pair judge alone. A
     damaged or missing judge raises, whatever the encoder."""
-    layer = int(read_late_manifest(folder)["states_layer"])
+    manifest = read_late_manifest(folder)
+    layer = int(manifest["states_layer"])
     source = states_source(encoder)
     if source is None or source.states_layer != layer:
         log.warning("the serving encoder keeps no layer-%d states: grading without the late judge", layer)
         return None
-    return LateJudge(folder, source)
+    return LateJudge(folder, source, manifest=manifest)
 
 
 def offline_late_judge(settings: Settings | None = None) -> Judge:

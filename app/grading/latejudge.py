@@ -71,10 +71,12 @@ class LateJudge:
     """P(correct), P(partial), P(incorrect) of answers, each read with one accepted answer, from the
     encoder's states after `states_layer` (the manifest's) through the judge's own upper layers."""
 
-    def __init__(self, folder: Path, encoder: LayerStates, threads: int | None = None) -> None:
+    def __init__(self, folder: Path, encoder: LayerStates, threads: int | None = None,
+                 manifest: dict[str, Any] | None = None) -> None:
+        """`manifest`: the folder's, as `read_late_manifest` just checked it (else it is read and checked here)."""
         import onnxruntime as ort
 
-        self.manifest = read_late_manifest(folder)
+        self.manifest = manifest if manifest is not None else read_late_manifest(folder)
         self.states_layer = int(self.manifest["states_layer"])
         if encoder.states_layer != self.states_layer:
             raise JudgeArtifactError(f"the late judge reads encoder layer {self.states_layer}; "
