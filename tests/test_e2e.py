@@ -68,10 +68,12 @@ def test_a_learner_answers_ten_questions(sqlite_server: tuple[str, dict[str, dic
         elif q["wrong_options"]:
             answer = q["wrong_options"][0]
         else:
-            # Off the subject altogether. (A GPU-flavoured wrong answer such as "it makes the GPU fans
-            # spin faster" is graded partial on questions that have no wrong options to contrast with:
-            # a known weakness, counted in the dev set's figures, not what this flow test checks.)
-            answer = "Sourdough needs a long, slow fermentation to develop its flavour."
+            # Off the subject altogether, and sharing no word with any bank question. (A GPU-flavoured
+            # wrong answer such as "it makes the GPU fans spin faster", or one that shares a single word
+            # with a question, "Sourdough needs a long, slow fermentation", is graded partial on some
+            # questions without wrong options: a known weakness, docs/GRADING.md, not what this flow
+            # test checks; tests/app/grading/test_dev_regression.py holds both answers to every question.)
+            answer = "The capital of France is Paris."
         res = http.post(
             f"/v1/sessions/{sid}/answers",
             json={"question_id": q["id"], "answer": answer},
