@@ -32,6 +32,10 @@ MANIFEST_HASH = "manifest_sha256"  # the manifest's hash of its own content (eve
 FILE_HASHES = ((ONNX_FILE, "sha256"), (TOKENIZER_FILE, "tokenizer_sha256"))
 # The token states after a transformer layer (0-based), as the export names that layer's output.
 LAYER_STATES = "/inner/encoder/layer.{}/output/LayerNorm/LayerNormalization_output_0"
+# The export with one layer's token states among its outputs (`states_model`), derived from ONNX_FILE,
+# and beside it the record of its hash and of the export it was derived from.
+STATES_FILE = "model-int8-states{}.onnx"
+STATES_RECORD = "model-int8-states{}.json"
 RECENT_STATES = 128  # the texts whose kept states an encoder holds (`keep_states`), the latest first
 
 
@@ -156,7 +160,7 @@ class OnnxEncoder:
         model: Path | bytes = folder / ONNX_FILE
         self._outputs = ["last_hidden_state"]
         if states_layer is not None:
-            model = with_outputs(folder / ONNX_FILE, [LAYER_STATES.format(states_layer)])
+            model = states_model(folder, manifest, states_layer)
             self._outputs.append(LAYER_STATES.format(states_layer))
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._recent_lock = threading.Lock()
@@ -264,6 +268,40 @@ def with_outputs(path: Path, names: list[str]) -> bytes:
         raise EncoderStatesError(f"the exported encoder has no tensor {missing[0]}; run `tutor models export`")
     model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names)
     return model.SerializeToString()
+
+
+def states_model(folder: Path, manifest: dict[str, object], layer: int) -> Path | bytes:
+    """The checked export with `layer`'s token states among its outputs, for a session.
+
+    Derived once and written beside the export (STATES_FILE, with its hash and the export's in
+    STATES_RECORD); later builds, and `tutor models export`, find it there and hand onnxruntime the
+    file. Deriving imports onnx and hands the session the model as bytes: an encoder built that way
+    holds about 40 MB more (`bench/bench_states_memory.py`). A stale or damaged file is derived again;
+    where the folder cannot be written, the derived model is served from memory (logged).
+    """
+    path, record = folder / STATES_FILE.format(layer), folder / STATES_RECORD.format(layer)
+    try:
+        kept = json.loads(record.read_text(encoding="utf-8"))
+        if kept.get("source_sha256") == manifest["sha256"] and kept.get("sha256") == file_sha256(path):
+            return path
+    except (OSError, ValueError, AttributeError, KeyError):
+        pass
+    model = with_outputs(folder / ONNX_FILE, [LAYER_STATES.format(layer)])
+    suffix = f".{os.getpid()}.{threading.get_ident()}.tmp"
+    temporary = path
+    try:
+        for target, body in ((path, model), (record, json.dumps(
+                {"source_sha256": manifest["sha256"], "sha256": hashlib.sha256(model).hexdigest(),
+                 "layer": layer}).encode())):
+            temporary = target.with_name(target.name + suffix)
+            temporary.write_bytes(body)
+            os.replace(temporary, target)
+    except OSError as exc:
+        temporary.unlink(missing_ok=True)
+        log.warning("could not keep the layer-%d states model in %s (%s): holding it in memory", layer, folder, exc)
+        return model
+    log.info("derived the layer-%d states model in %s", layer, folder)
+    return path
 
 
 def _session(path: Path | bytes, threads: int, spin: bool = False) -> Any:

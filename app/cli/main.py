@@ -134,7 +134,7 @@ def ingest(
             runtime.close()
     if settings.export_onnx and summary.questions:
         try:
-            _export(settings.model, settings.index_path, force=False, quiet=as_json)
+            _export(settings, force=False, quiet=as_json)
         except Exception as exc:
             _stop_if_disk_full(exc)
             raise
@@ -274,10 +274,12 @@ def serve(
         raise typer.Exit(3)
 
 
-def _export(model: str, index_path: Path, *, force: bool, quiet: bool) -> None:
+def _export(settings: Settings, *, force: bool, quiet: bool) -> None:
+    from app.serving.encoders import keep_states_model
     from ingest.onnx_export import export_encoder
 
-    result = export_encoder(model, index_path, force=force)
+    result = export_encoder(settings.model, settings.index_path, force=force)
+    keep_states_model(settings, result.folder)
     if not quiet:
         verb = "exported" if result.exported else "up to date"
         err.print(f"int8 ONNX encoder {verb}: {result.folder} (cosine to PyTorch >= {result.min_cosine:.4f})")
@@ -287,7 +289,7 @@ def _export(model: str, index_path: Path, *, force: bool, quiet: bool) -> None:
 def models_export(force: Annotated[bool, typer.Option(help="export again even if up to date")] = False) -> None:
     """Export the configured model to a fused, int8-quantised ONNX encoder beside the index."""
     settings = get_settings()
-    _export(settings.model, settings.index_path, force=force, quiet=False)
+    _export(settings, force=force, quiet=False)
 
 
 @models_app.command("train-judge")

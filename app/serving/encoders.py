@@ -17,7 +17,14 @@ from pathlib import Path
 
 from app.config import Settings, get_settings
 from ingest.embedder import Encoder, SentenceTransformerEncoder, model_id_for
-from ingest.onnx_encoder import EncoderArtifactError, EncoderStatesError, OnnxEncoder, encoder_dir
+from ingest.onnx_encoder import (
+    EncoderArtifactError,
+    EncoderStatesError,
+    OnnxEncoder,
+    encoder_dir,
+    read_manifest,
+    states_model,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +54,18 @@ def default_encoder(settings: Settings) -> Encoder:
                 raise
             log.warning("no ONNX export for %s; serving with PyTorch (run `tutor models export`)", model_id)
     return SentenceTransformerEncoder(settings.model)
+
+
+def keep_states_model(settings: Settings, folder: Path) -> None:
+    """Derive the export's states model for the configured late judge now (`tutor models export`, `tutor
+    ingest`), so that the service's start finds it (ingest/onnx_encoder.py: states_model)."""
+    layer = judge_states_layer(settings.late_judge_dir, settings.judge_dir)
+    if layer is None:
+        return
+    try:
+        states_model(folder, read_manifest(folder), layer)
+    except EncoderStatesError:
+        log.warning("the ONNX export has no layer-%s states: it will be served without the late judge", layer)
 
 
 def judge_states_layer(*judge_dirs: Path) -> int | None:
