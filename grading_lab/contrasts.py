@@ -246,3 +246,44 @@ def written_contrasts(written: Sequence[Pair], seed: int = 13) -> list[Pair]:
         if swapped and _clauses(swapped) != _clauses(p.answer):
             out.append(Pair(p.question, p.reference, swapped, "incorrect", "written_swap", p.group))
     return out
+
+
+# Openings and closings that say nothing about the answer. In the contrasts above only right answers
+# carry one ("I think ..."), and a judge trained on them alone learns the opening as a sign of a right
+# answer: a trigger (docs/GRADING.md, "Lead-ins"). `dress` puts one on any answer, right or wrong, with
+# its label unchanged. grading_lab/lead_in_probe.py measures the judges with other openings, none of
+# them here: keep the two lists apart.
+OPENINGS = (
+    "I think ", "I believe ", "Frankly, ", "Actually, ", "Obviously, ", "Clearly, ", "Of course, ",
+    "As far as I know, ", "If I remember right, ", "From the notes, ", "The way I see it, ", "In my opinion, ",
+    "To be fair, ", "Generally, ", "Roughly: ", "Quick answer: ", "Here goes: ", "Hmm, let me think. ",
+    "Good question! ", "Easy one: ", "Pretty sure ", "I'd say ", "Definitely: ", "The key point is that ",
+    "Yep, ", "Alright so ", "I guess ", "Not 100% sure but ", "Correct answer: ", "This one is simple. ",
+    "From what I read, ", "Technically, ", "Fundamentally, ", "Ah, ", "Let me put it this way: ",
+)
+CLOSINGS = (
+    " I think.", " (I believe)", " if I'm not mistaken.", " Hope that helps!", ", right?", " That's it.",
+    " Pretty sure.", " :)", " Final answer.", " That's the main idea.",
+)
+
+
+def dress(answer: str, rng: random.Random) -> str:
+    """The answer with a content-free opening (three in four) or closing: a lower-case first letter
+    after an opening that runs on, unless the first word is an acronym."""
+    text = answer.strip()
+    if not text or rng.random() < 0.25:
+        closing = rng.choice(CLOSINGS)
+        stop = "." if closing[1:2].isupper() and text[-1:] not in "!?" else ""
+        return text.rstrip(".") + stop + closing
+    opening = rng.choice(OPENINGS)
+    first = text.split()[0]
+    runs_on = opening.endswith((", ", "that ", "so ", "I think ", "I believe ", "sure ", "say ", "guess ", "but "))
+    if runs_on and first[:1].isupper() and first[1:] == first[1:].lower():
+        text = text[0].lower() + text[1:]
+    return opening + text
+
+
+def dressed(pairs: Sequence[Pair], seed: int) -> list[Pair]:
+    """The pairs, each answer dressed (`dress`), the labels kept."""
+    rng = random.Random(seed)
+    return [Pair(p.question, p.reference, dress(p.answer, rng), p.label, p.kind, p.group) for p in pairs]

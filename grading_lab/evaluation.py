@@ -15,7 +15,7 @@ from app.answers.items import item_for
 from app.config import DATA_DIR
 from app.grading.build import prepare_many
 from app.grading.grader import GradeResult, Graders, grade_many
-from app.grading.rubric import GradingItem, attach_neighbours
+from app.grading.rubric import GradingItem, Rubric, attach_neighbours
 from grading_lab.logreg import macro_f1
 from ingest.annotations import load_annotations
 from ingest.embedder import Encoder
@@ -121,15 +121,9 @@ def evaluate(path: Path, encoder: Encoder, items: dict[tuple[str, int], GradingI
     """
     rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
     items = bank_items() if items is None else items
-    missing = {(r["file"], int(r["number"])) for r in rows} - set(items)
-    if missing:
-        raise ValueError(f"dev rows refer to unknown questions: {sorted(missing)[:5]}")
     memo = MemoEncoder(encoder)
-    keys = sorted(items)
-    rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], memo), strict=True))
-    attach_neighbours(list(rubrics.values()))
+    targets = rubrics_of(rows, items, memo)
     answers = [r["answer"] for r in rows]
-    targets = [rubrics[(r["file"], int(r["number"]))] for r in rows]
     results = grade_many(targets, answers, memo, graders=graders)
     report = _report(rows, results, baseline_cosines(rows, items, memo))
     if previous:
@@ -138,6 +132,17 @@ def evaluate(path: Path, encoder: Encoder, items: dict[tuple[str, int], GradingI
                            "accuracy2": old.accuracy2, "per_kind": old.per_kind,
                            "correct_called_misconception": old.correct_called_misconception}
     return report
+
+
+def rubrics_of(rows: list[dict[str, Any]], items: dict[tuple[str, int], GradingItem], encoder: Encoder) -> list[Rubric]:
+    """Each labelled row's question as production grades it (its rubric, with the bank's neighbours)."""
+    missing = {(r["file"], int(r["number"])) for r in rows} - set(items)
+    if missing:
+        raise ValueError(f"dev rows refer to unknown questions: {sorted(missing)[:5]}")
+    keys = sorted(items)
+    rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
+    attach_neighbours(list(rubrics.values()))
+    return [rubrics[(r["file"], int(r["number"]))] for r in rows]
 
 
 def baseline_cosines(rows: list[dict[str, Any]], items: dict[tuple[str, int], GradingItem],

@@ -33,7 +33,7 @@ from app.config import DATA_DIR, JUDGE_DIR, PROJECT_ROOT
 from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, MAX_LENGTH, ONNX_FILE, PairJudge, pair_text
 from app.grading.rubric import GradingItem
 from grading_lab.asag import ASAG_DIR
-from grading_lab.contrasts import Pair, bank_pairs, written_contrasts
+from grading_lab.contrasts import Pair, bank_pairs, dressed, written_contrasts
 from grading_lab.evaluation import bank_items
 from ingest.embedder import resolve_model_path
 from ingest.identity import file_sha256
@@ -91,6 +91,12 @@ class Recipe:
     # A late judge (grading_lab/late_judge.py) instead of a cross-encoder: the serving encoder's first
     # `late_split` layers, frozen, read each text alone, and the last ones read the two together.
     late_split: int | None = None
+    # Of the bank_repeat and answers_repeat passes over the bank's and the written pairs, this many
+    # carry a content-free opening or closing on every answer, right and wrong alike, the label kept
+    # (grading_lab/contrasts.py: dress), so that no opening is a sign of a right answer. 0 for the
+    # shipped judge: at 1 the grader resisted openings it was never shown but lost a little on plain
+    # answers, and the foreign head would need refitting (docs/GRADING.md, "Lead-ins").
+    lead_ins: int = 0
 
 
 # The late judge's recipe (`tutor models train-judge --late`): four frozen layers and two joined. The
@@ -194,7 +200,10 @@ def training_pairs(recipe: Recipe) -> list[Pair]:
         for path in DECISION_ANSWERS:
             written += answer_pairs(items, path, recipe.crossfit, recipe.seed)
     contrasts = written_contrasts(written, recipe.seed) if recipe.written_contrasts_repeat else []
-    return (public + bank * recipe.bank_repeat + written * recipe.answers_repeat
+    dressed_bank = dressed(bank, recipe.seed) * recipe.lead_ins
+    dressed_written = dressed(written, recipe.seed + 1) * recipe.lead_ins
+    return (public + bank * (recipe.bank_repeat - recipe.lead_ins) + dressed_bank
+            + written * (recipe.answers_repeat - recipe.lead_ins) + dressed_written
             + contrasts * recipe.written_contrasts_repeat)
 
 

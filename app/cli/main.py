@@ -307,6 +307,9 @@ def models_train_judge(
     written_contrasts: Annotated[int, typer.Option(
         help="also train on a negation and a swap of each written right answer, this many times (for comparison)")]
         = 0,
+    lead_ins: Annotated[int, typer.Option(
+        help="dress this many of the bank's and the written pairs' passes with content-free openings (for "
+             "comparison; grading_lab/contrasts.py: dress)")] = 0,
     question: Annotated[bool, typer.Option(
         help="the judge reads the question after the accepted answer (--no-question: a shorter input, for comparison)")]
         = True,
@@ -336,7 +339,8 @@ def models_train_judge(
 
     # Options that make another judge than the shipped one's recipe (such a judge needs --out), and the others.
     other_recipe = {"--holdout": holdout is not None, "--layers": layers is not None,
-                    "--written-contrasts": written_contrasts != 0, "--no-question": not question,
+                    "--written-contrasts": written_contrasts != 0, "--lead-ins": lead_ins != 0,
+                    "--no-question": not question,
                     "--distil-from": distil_from is not None, "--late": late}
     run = {"--epochs": epochs is not None, "--out": out is not None, "--no-measure": not measure}
     if crossfit:
@@ -357,7 +361,7 @@ def models_train_judge(
         typer.echo(f"now fit the decision: python -m grading_lab.decision_fit{bank} --write")
         return
     recipe = replace(Recipe(), holdout=holdout, layers=layers, written_contrasts_repeat=written_contrasts,
-                     question=question)
+                     question=question, lead_ins=lead_ins)
     if distil_from is not None:
         teacher = distil_from.resolve()
         if not 0 < distil <= 1 or not teacher.is_relative_to(PROJECT_ROOT) or not (teacher / MANIFEST).is_file():

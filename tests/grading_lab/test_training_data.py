@@ -139,7 +139,7 @@ def test_the_recipe_read_back_from_the_shipped_judges_manifest_is_the_one_it_was
 
 
 @pytest.mark.parametrize("option", [["--layers", "3"], ["--no-question"], ["--written-contrasts", "1"],
-                                    ["--epochs", "1"], ["--holdout", "0"], ["--out", "elsewhere"],
+                                    ["--lead-ins", "1"], ["--epochs", "1"], ["--holdout", "0"], ["--out", "elsewhere"],
                                     ["--distil-from", "models/judge"]])
 def test_crossfit_refuses_an_option_it_would_not_follow(option: list[str], tmp_path: Path) -> None:
     """The fold judges are made with the shipped judge's recipe: an option that would change it is an error
@@ -158,6 +158,11 @@ def test_the_late_judges_crossfit_refuses_an_option_it_would_not_follow(option: 
     assert result.exit_code == 2, result.output
     said = " ".join(result.output.split())
     assert option[0] in said and "late-crossfit" in said and "--late" not in said.split("no ")[-1]
+
+
+def test_the_shipped_pair_judges_recipe_is_the_default_recipe() -> None:
+    """`tutor models train-judge` rebuilds models/judge/ with Recipe(), as its manifest records."""
+    assert recipe_of(default_judge().manifest) == Recipe()
 
 
 def test_the_shipped_late_judges_recipe_is_the_late_recipe() -> None:
@@ -204,3 +209,54 @@ def test_the_written_only_answers_train_nothing_yet() -> None:
         assert not any(f.endswith(path.name) for f in fitted_on)
         assert path not in DECISION_ANSWERS and path != BANK_ANSWERS
         assert path.name not in data
+
+
+def test_dressed_answers_keep_their_labels_and_carry_an_opening_or_a_closing() -> None:
+    """The judges see content-free openings on wrong answers as often as on right ones, so that no
+    opening is a sign of a right answer (docs/GRADING.md, "Lead-ins")."""
+    from grading_lab.contrasts import CLOSINGS, OPENINGS, Pair, dressed
+
+    plain = [Pair("q", "ref", answer, label, "k", "g") for answer, label in [
+        ("DDP splits the data.", "correct"), ("NCCL sends nothing over NVLink", "incorrect"),
+        ("it overlaps the all-reduce with the backward pass", "partial")] * 40]
+    made = dressed(plain, seed=3)
+    assert [(p.label, p.kind, p.group) for p in made] == [(p.label, p.kind, p.group) for p in plain]
+    for before, after in zip(plain, made, strict=True):
+        opened = any(after.answer.startswith(o) for o in OPENINGS)
+        closed = any(after.answer.endswith(c) for c in CLOSINGS)
+        assert opened != closed, after.answer
+        assert before.answer.rstrip(".").lower().split()[-1] in after.answer.lower()
+    assert "NCCL sends" in " ".join(p.answer for p in made)  # an acronym keeps its case after an opening
+    assert {p.label for p in made if any(p.answer.startswith(o) for o in OPENINGS)} == LABELS
+    assert dressed(plain, seed=3) == made
+
+
+def test_a_recipe_with_lead_ins_dresses_one_pass_and_trains_on_as_many_pairs() -> None:
+    from grading_lab.judge_train import training_pairs
+
+    with_lead_ins, without = training_pairs(Recipe(lead_ins=1)), training_pairs(Recipe())
+    assert len(with_lead_ins) == len(without)
+    assert Counter(p.label for p in with_lead_ins) == Counter(p.label for p in without)
+    plain = {q.answer for q in without}
+    new = Counter(p.label for p in with_lead_ins if p.answer not in plain)
+    assert new["incorrect"] > 500 and new["correct"] > 500
+
+
+def test_the_lead_in_probe_reads_openings_no_judge_was_shown_and_no_check_cuts() -> None:
+    """A figure on openings the judges were trained with, or that strip_lead_in removes, says little."""
+    from app.grading.checks import strip_lead_in
+    from grading_lab.contrasts import CLOSINGS, OPENINGS
+    from grading_lab.lead_in_probe import PROBE_CLOSINGS, PROBE_OPENINGS, dress
+
+    def words(texts: tuple[str, ...]) -> set[str]:
+        return {w for t in texts for w in t.lower().replace(",", " ").replace(":", " ").split()}
+
+    content_free = {"i", "i'm", "is", "it", "me", "my", "to", "be", "as", "if", "the", "that", "this", "so", "let"}
+    assert not (words(PROBE_OPENINGS + PROBE_CLOSINGS) & words(OPENINGS + CLOSINGS)) - content_free
+    answer = "Each rank keeps one shard of the optimizer state."
+    for opening in PROBE_OPENINGS:
+        dressed = dress(answer, opening, "")
+        assert strip_lead_in(dressed) == dressed
+        assert dressed.endswith("ach rank keeps one shard of the optimizer state.")
+    for closing in PROBE_CLOSINGS:
+        assert dress(answer, "", closing) == answer + closing
