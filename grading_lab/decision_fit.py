@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from app.grading import Graders, Rubric, plan_many, prepare_many
+from app.grading import Graders, Rubric, plan_many
 from app.grading.decision import (
     BANK_DECISION_PATH,
     BANK_FEATURES,
@@ -36,8 +36,7 @@ from app.grading.decision import (
 )
 from app.grading.grader import Judged, bank_input, decide, decision_input, vetoed
 from app.grading.judges import Judge, default_judge, load_judge, offline_late_judge
-from app.grading.rubric import attach_neighbours
-from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_items
+from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_rubrics
 from grading_lab.judge_train import (
     CROSSFIT_DIR,
     CROSSFIT_FOLDS,
@@ -68,15 +67,6 @@ class Dataset:
     sources: list[str]  # the file of each row
     fixed_sources: list[str]  # the file of each answer in `fixed`
     xb: np.ndarray | None = None  # the bank decision's features, when the late judge read every row
-
-
-def bank_rubrics(encoder: Encoder) -> dict[tuple[str, int], Rubric]:
-    """The bank's rubrics by (seed file, question number), with their neighbours, as serving builds them."""
-    items = bank_items()
-    keys = sorted(items)
-    rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
-    attach_neighbours(list(rubrics.values()))
-    return rubrics
 
 
 def dataset(path: Path, encoder: Encoder, graders: Graders | None = None,

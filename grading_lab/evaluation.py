@@ -134,14 +134,23 @@ def evaluate(path: Path, encoder: Encoder, items: dict[tuple[str, int], GradingI
     return report
 
 
+def bank_rubrics(encoder: Encoder, items: dict[tuple[str, int], GradingItem] | None = None
+                 ) -> dict[tuple[str, int], Rubric]:
+    """The bank's rubrics (of `items`, by default the bank's) by (seed file, question number), with their
+    neighbours, as serving builds them."""
+    items = bank_items() if items is None else items
+    keys = sorted(items)
+    rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
+    attach_neighbours(list(rubrics.values()))
+    return rubrics
+
+
 def rubrics_of(rows: list[dict[str, Any]], items: dict[tuple[str, int], GradingItem], encoder: Encoder) -> list[Rubric]:
     """Each labelled row's question as production grades it (its rubric, with the bank's neighbours)."""
     missing = {(r["file"], int(r["number"])) for r in rows} - set(items)
     if missing:
         raise ValueError(f"dev rows refer to unknown questions: {sorted(missing)[:5]}")
-    keys = sorted(items)
-    rubrics = dict(zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
-    attach_neighbours(list(rubrics.values()))
+    rubrics = bank_rubrics(encoder, items)
     return [rubrics[(r["file"], int(r["number"]))] for r in rows]
 
 
