@@ -7,7 +7,7 @@ model trains on them) with the openings below, which are in neither list, and co
 graded correct and the right answers that lose it, as served (both judges on bank questions). Keep
 these openings out of training: a figure on openings a judge was shown says little.
 
-    python -m grading_lab.lead_in_probe [--judge DIR] [--late DIR | --no-late]
+    python -m grading_lab.lead_in_probe [--judge DIR] [--late DIR | --no-late] [--held-out]
 """
 
 from __future__ import annotations
@@ -27,6 +27,13 @@ PROBE_OPENINGS = (
     "Let me see... ",
 )
 PROBE_CLOSINGS = (" I'm fairly confident.", " Don't quote me on that.")
+# A second set, written before any rule that cuts content-free edges was designed, and kept for
+# reporting on it: no rule or list is tuned on these (`--held-out`).
+HELD_OUT_OPENINGS = (
+    "Real talk: ", "Off the top of my head, ", "Alrighty, ", "Here's my attempt: ", "Short version — ",
+    "From memory: ", "Lemme ponder... ", "Gonna go with ", "Sooo, ", "Neat. ", "Wait, ",
+)
+HELD_OUT_CLOSINGS = (" Possibly off though.", " Thanks!", " Or so I recall.", " Happy to elaborate.")
 PROBE_FILES = ("eval/dev.jsonl", *(f"train/written_answers_{s}.jsonl" for s in "defg"))
 
 
@@ -40,9 +47,10 @@ def probe_rows() -> list[dict[str, Any]]:
     return rows
 
 
-def dressings() -> list[tuple[str, str]]:
-    """(opening, closing) pairs: none, each opening, each closing."""
-    return [("", ""), *((o, "") for o in PROBE_OPENINGS), *(("", c) for c in PROBE_CLOSINGS)]
+def dressings(held_out: bool = False) -> list[tuple[str, str]]:
+    """(opening, closing) pairs: none, each opening, each closing (of the held-out set, if asked)."""
+    openings, closings = (HELD_OUT_OPENINGS, HELD_OUT_CLOSINGS) if held_out else (PROBE_OPENINGS, PROBE_CLOSINGS)
+    return [("", ""), *((o, "") for o in openings), *(("", c) for c in closings)]
 
 
 def dress(answer: str, opening: str, closing: str) -> str:
@@ -54,7 +62,7 @@ def dress(answer: str, opening: str, closing: str) -> str:
     return opening + answer
 
 
-def run(judge_dir: Path, late_dir: Path | None) -> list[dict[str, Any]]:
+def run(judge_dir: Path, late_dir: Path | None, held_out: bool = False) -> list[dict[str, Any]]:
     """Per dressing: wrong answers graded correct and right answers not graded correct."""
     from ingest.embedder import SentenceTransformerEncoder
 
@@ -65,7 +73,7 @@ def run(judge_dir: Path, late_dir: Path | None) -> list[dict[str, Any]]:
     late = offline_late_judge(Settings(late_judge_dir=late_dir)) if late_dir is not None else None
     graders = Graders(judge=load_judge(judge_dir), late=late, no_late=late is None)
     out = []
-    for opening, closing in dressings():
+    for opening, closing in dressings(held_out):
         answers = [dress(r["answer"], opening, closing) for r in rows]
         results = grade_many(targets, answers, encoder, graders=graders)
         wrong = [res.verdict == "correct" for r, res in zip(rows, results, strict=True) if r["label"] == "incorrect"]
@@ -80,8 +88,9 @@ def main() -> None:
     parser.add_argument("--judge", type=Path, default=JUDGE_DIR, help="the pair judge's folder")
     parser.add_argument("--late", type=Path, default=LATE_JUDGE_DIR, help="the late judge's folder")
     parser.add_argument("--no-late", action="store_true", help="grade with the pair judge alone")
+    parser.add_argument("--held-out", action="store_true", help="dress with the held-out openings and closings")
     args = parser.parse_args()
-    rows = run(args.judge, None if args.no_late else args.late)
+    rows = run(args.judge, None if args.no_late else args.late, args.held_out)
     print(f"{'dressing':<26} {'wrong graded correct':>22} {'right not correct':>19}")
     for r in rows:
         print(f"{r['dressing']:<26} {r['wrong_graded_correct']:>14} / {r['wrong']:<5} "

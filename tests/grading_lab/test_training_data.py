@@ -260,3 +260,29 @@ def test_the_lead_in_probe_reads_openings_no_judge_was_shown_and_no_check_cuts()
         assert dressed.endswith("ach rank keeps one shard of the optimizer state.")
     for closing in PROBE_CLOSINGS:
         assert dress(answer, "", closing) == answer + closing
+
+
+def test_the_held_out_lead_ins_share_no_word_with_the_other_lists() -> None:
+    """The held-out openings and closings report on rules designed without them: none of their words
+    (beyond function words) is in the training lists, the probe's lists or the lead-ins cut by name."""
+    from app.grading.checks import strip_lead_in
+    from grading_lab.contrasts import CLOSINGS, OPENINGS
+    from grading_lab.lead_in_probe import (
+        HELD_OUT_CLOSINGS,
+        HELD_OUT_OPENINGS,
+        PROBE_CLOSINGS,
+        PROBE_OPENINGS,
+        dress,
+        dressings,
+    )
+
+    def words(texts: tuple[str, ...]) -> set[str]:
+        return {w.strip(",:.!—") for t in texts for w in t.lower().split()} - {""}
+
+    function_words = {"i", "i'm", "my", "me", "the", "of", "that", "so", "it", "from", "or", "on", "to"}
+    held_out = words(HELD_OUT_OPENINGS + HELD_OUT_CLOSINGS)
+    assert not (held_out & words(OPENINGS + CLOSINGS + PROBE_OPENINGS + PROBE_CLOSINGS)) - function_words
+    answer = "Each rank keeps one shard of the optimizer state."
+    for opening in HELD_OUT_OPENINGS:
+        assert strip_lead_in(dress(answer, opening, "")) == dress(answer, opening, "")
+    assert len(dressings(held_out=True)) == 1 + len(HELD_OUT_OPENINGS) + len(HELD_OUT_CLOSINGS)
