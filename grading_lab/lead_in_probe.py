@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +55,30 @@ def dressings(held_out: bool = False) -> list[tuple[str, str]]:
     return [("", ""), *((o, "") for o in openings), *(("", c) for c in closings)]
 
 
-def dress(answer: str, opening: str, closing: str) -> str:
+def dress(answer: str, opening: str = "", closing: str = "") -> str:
     """The answer with one probe opening or closing."""
     if closing:
         return answer.rstrip(". ") + "." + closing if closing[1:2].isupper() else answer + closing
     if opening.endswith(", ") and answer[:1].isupper() and answer.split()[0][1:].islower():
         answer = answer[0].lower() + answer[1:]
     return opening + answer
+
+
+def stopped(answer: str, stop: bool) -> str:
+    """The answer ending with a full stop (`stop`) or without one."""
+    bare = answer.rstrip().rstrip(".").rstrip()
+    return bare + "." if stop else bare
+
+
+def variants(held_out: bool = False) -> list[tuple[str, Callable[[str], str]]]:
+    """(name, how an answer is dressed): each dressing of `dressings`, then (but for the held-out set)
+    every answer with a final full stop and every answer without one."""
+    out: list[tuple[str, Callable[[str], str]]] = [
+        ((o or c).strip() or "(none)", partial(dress, opening=o, closing=c)) for o, c in dressings(held_out)]
+    if not held_out:
+        out += [("(every one ends in '.')", partial(stopped, stop=True)),
+                ("(none ends in '.')", partial(stopped, stop=False))]
+    return out
 
 
 def run(judge_dir: Path, late_dir: Path | None, held_out: bool = False) -> list[dict[str, Any]]:
@@ -73,13 +92,12 @@ def run(judge_dir: Path, late_dir: Path | None, held_out: bool = False) -> list[
     late = offline_late_judge(Settings(late_judge_dir=late_dir)) if late_dir is not None else None
     graders = Graders(judge=load_judge(judge_dir), late=late, no_late=late is None)
     out = []
-    for opening, closing in dressings(held_out):
-        answers = [dress(r["answer"], opening, closing) for r in rows]
-        results = grade_many(targets, answers, encoder, graders=graders)
+    for name, dressed in variants(held_out):
+        results = grade_many(targets, [dressed(r["answer"]) for r in rows], encoder, graders=graders)
         wrong = [res.verdict == "correct" for r, res in zip(rows, results, strict=True) if r["label"] == "incorrect"]
         right = [res.verdict != "correct" for r, res in zip(rows, results, strict=True) if r["label"] == "correct"]
-        out.append({"dressing": (opening or closing).strip() or "(none)", "wrong_graded_correct": sum(wrong),
-                    "wrong": len(wrong), "right_not_correct": sum(right), "right": len(right)})
+        out.append({"dressing": name, "wrong_graded_correct": sum(wrong), "wrong": len(wrong),
+                    "right_not_correct": sum(right), "right": len(right)})
     return out
 
 

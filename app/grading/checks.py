@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from app.grading.text import (
     NEGATION_STEMS,
@@ -92,6 +93,63 @@ def strip_lead_in(answer: str) -> str:
         if cut is None or not text[cut.end():].strip():
             break
         text = text[cut.end():]
+    return text
+
+
+# An opening or a closing that says nothing of this question ("Honestly, ...", "My take: ...", "...
+# I'm fairly confident."): the judges read such words as a sign of a right answer, whatever the words
+# (docs/GRADING.md, "Lead-ins"). No list of phrases can hold them all, so an edge is judged by its
+# form and by what it shares with the question's material. A leading clause (up to a comma, a colon, a
+# dash, an ellipsis or a full stop) or a closing sentence is cut when it speaks of the writer (a
+# first-person word and at most two other words: "As I understand it", "My take") or is made of
+# interjections or one sentence adverb ("Hm okay", "Honestly"), and it holds none of the words of the
+# question's material (its question, accepted and wrong answers, explanation and examples), no
+# negation, no number and no technical term. The answer left must still say something.
+EDGE_WORDS = 6
+EDGE_OTHER_WORDS = 2  # besides first-person and function words, in an edge that speaks of the writer
+_LEAD_EDGE = re.compile(r"^\s*(?P<edge>[^,:;.!?\u2026\u2014\u2013\n()]+?)\s*"
+                        r"(?:\.{2,}|\u2026|[,:;!\u2014\u2013]|\.(?=\s)|\s-(?=\s))\s*")
+_TAIL_EDGE = re.compile(r"(?<![.\s][a-z]\.)(?<=[.!?])\s+(?P<edge>[A-Z][^.!?\n()]*[.!?]*)\s*$")
+_EDGE_DENIALS = NEGATIONS | {"t", "cannot", "nobody", "nowhere", "only", "except", "unless", "opposite", "wrong",
+                             "false"}
+_QUANTITIES = frozenset({"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "both", "all",
+                         "every", "each", "half", "twice", "none", "many", "few"})
+_FIRST_PERSON = frozenset({"i", "m", "me", "my", "mine", "myself", "ve", "d", "ll"})  # "I'm" is i + m
+_INTERJECTIONS = frozenset({"oh", "ah", "aha", "hm", "hmm", "um", "umm", "uh", "er", "erm", "well", "ok", "okay",
+                            "yeah", "yep", "yes", "sure", "right", "alright", "anyway", "anyways", "so", "now"})
+
+
+def _says_nothing(edge: str, known: Callable[[str], bool]) -> bool:
+    tokens = raw_tokens(edge)
+    if not tokens or len(tokens) > EDGE_WORDS or _TERM.search(edge):
+        return False
+    if any(t in _EDGE_DENIALS or t in _QUANTITIES or any(c.isdigit() for c in t) for t in tokens):
+        return False
+    words = [t for t in tokens if t not in STOPWORDS and t not in _FIRST_PERSON and t not in _INTERJECTIONS]
+    if any(known(stem(t)) for t in words):
+        return False
+    if all(t in _INTERJECTIONS for t in tokens) or (len(tokens) == 1 and tokens[0].endswith("ly")):
+        return True
+    return not _FIRST_PERSON.isdisjoint(tokens) and len(words) <= EDGE_OTHER_WORDS
+
+
+def _says_something(text: str) -> bool:
+    return len(content_stems(text)) >= 2
+
+
+def strip_empty_edges(answer: str, known: Callable[[str], bool]) -> str:
+    """The answer without openings and closings that say nothing of the question (`known`: whether a
+    stem is in the question's material); up to three openings and one closing, and never the whole
+    answer or all its content."""
+    text = answer.strip()
+    for _ in range(3):
+        cut = _LEAD_EDGE.match(text)
+        if cut is None or not _says_nothing(cut["edge"], known) or not _says_something(text[cut.end():]):
+            break
+        text = text[cut.end():]
+    tail = _TAIL_EDGE.search(text)
+    if tail is not None and _says_nothing(tail["edge"], known) and _says_something(text[: tail.start()]):
+        text = text[: tail.start()]
     return text
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from app.grading.checks import is_evasive, is_keyword_list, strip_injection, strip_lead_in
+from app.grading.checks import is_evasive, is_keyword_list, strip_empty_edges, strip_injection, strip_lead_in
 from app.grading.choice import exact_match, is_bare_letter
 from app.grading.decision import VERDICTS, Decision, feature_vector, late_vector, load_bank_decision, load_decision
 from app.grading.examples import ExampleHead, example_features, load_head, usable
@@ -85,7 +85,11 @@ def _precheck(rubric: Rubric, answer: str, choice: str | None) -> _Pending:
     hit = _exact(rubric, text, flags)
     if hit is not None:
         return _Pending(text, flags, hit)
-    if is_evasive(text) or (is_bare_letter(text) and not rubric.item.options):
+    evasive, plain = is_evasive(text), text
+    text = strip_empty_edges(text, rubric.knows)
+    if text != plain and (hit := _exact(rubric, text, flags)) is not None:
+        return _Pending(text, flags, hit)
+    if evasive or is_evasive(text) or (is_bare_letter(text) and not rubric.item.options):
         flags.append("evasive")
         return _Pending(text, flags, _reject(
             rubric, flags, "That doesn't answer the question; have a go in your own words."))

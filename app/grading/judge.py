@@ -12,7 +12,7 @@ import numpy as np
 
 from app.grading.align import idea_covered
 from app.grading.checks import restates_question
-from app.grading.roles import RoleSwap, cues_swapped, roles_swapped, subjects_missing
+from app.grading.roles import RoleSwap, cues_confirmed, cues_swapped, roles_swapped, subjects_missing
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, Signals, signals
 from app.grading.text import content_stems, has_match
@@ -153,7 +153,15 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     z_ref, z_p_raw = model.logits(sig.ref.features)
     ev_c, ev_p, adopted = _example_evidence(rubric, sig)
     flags = [*flags, *_flags(rubric, text, sig, len(stems))]
+    # A bare list of terms states no roles, whatever order its terms come in.
+    roles = None if "keyword_list" in flags else rubric.roles
     wrong = _misconception(rubric, sig, sig.stems)
+    if wrong is not None and roles and cues_confirmed(text, roles) and cues_swapped(wrong, roles) is not None:
+        # The wrong option swaps the question's authored roles and the answer gives them rightly: it is
+        # not stating that option's claim, however near its words are ("DP copies the model and splits
+        # data; MP splits the model" against "data parallelism splits the model; model parallelism
+        # splits the data").
+        wrong = None
     if wrong is not None:
         flags.append("misconception")
     other_sim, other = (rubric.neighbours.nearest_other(vec, rubric.item.key) if rubric.neighbours is not None
@@ -162,8 +170,6 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     answers_other = margin >= OTHER_MARGIN and other_sim >= OTHER_FLOOR
     if answers_other:
         flags.append("other_question")
-    # A bare list of terms states no roles, whatever order its terms come in.
-    roles = None if "keyword_list" in flags else rubric.roles
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
                     other if answers_other else None, cues_swapped(text, roles) if roles else None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import pairwise
@@ -323,6 +324,30 @@ class RoleSwap:
     cue: str
 
 
+Reading = tuple[int, list[str], dict[int, list[tuple[int, int]]]]  # side, segment words, each side's cue spans
+
+
+def _readings(answer: str, roles: tuple[Role, ...]) -> Iterator[Reading]:
+    """Per segment of the answer that says something of one side (`cues_swapped` tells how it is cut):
+    that side, the segment's words and where each side's cues are in it. A segment with a denial
+    outside its cues is left out."""
+    sentences = [raw_tokens(part) for part in _SENTENCES.split(answer)]
+    stemmed = [[stem(t) for t in toks] for toks in sentences]
+    parts = [(toks, stems, _mentions(stems, roles)) for toks, stems in zip(sentences, stemmed, strict=True)]
+    implied = next((k for k, r in enumerate(roles) if r.implied), None)
+    if implied is not None and any(named for _, _, named in parts):
+        implied = None
+    for toks, stems, named in parts:
+        for side, positions in _segments(toks, stems, roles, named, implied):
+            seg, seg_toks = [stems[p] for p in positions], [toks[p] for p in positions]
+            hits = {k: _cue_hits(seg, r.cues) for k, r in enumerate(roles)}
+            in_cue = {p for spans in hits.values() for a, b in spans for p in range(a, b)}
+            if any((t in _DENIALS or s.startswith(_DENIAL_STEMS)) and p not in in_cue
+                   for p, (t, s) in enumerate(zip(seg_toks, seg, strict=True))):
+                continue
+            yield side, seg_toks, hits
+
+
 def cues_swapped(answer: str, roles: tuple[Role, ...]) -> RoleSwap | None:
     """Whether the answer gives one side the other side's words and no side its own.
 
@@ -336,25 +361,25 @@ def cues_swapped(answer: str, roles: tuple[Role, ...]) -> RoleSwap | None:
     """
     if len(roles) < 2:
         return None
-    sentences = [raw_tokens(part) for part in _SENTENCES.split(answer)]
-    stemmed = [[stem(t) for t in toks] for toks in sentences]
-    parts = [(toks, stems, _mentions(stems, roles)) for toks, stems in zip(sentences, stemmed, strict=True)]
-    implied = next((k for k, r in enumerate(roles) if r.implied), None)
-    if implied is not None and any(named for _, _, named in parts):
-        implied = None
     crossed: RoleSwap | None = None
-    for toks, stems, named in parts:
-        for side, positions in _segments(toks, stems, roles, named, implied):
-            seg, seg_toks = [stems[p] for p in positions], [toks[p] for p in positions]
-            hits = {k: _cue_hits(seg, r.cues) for k, r in enumerate(roles)}
-            in_cue = {p for spans in hits.values() for a, b in spans for p in range(a, b)}
-            if any((t in _DENIALS or s.startswith(_DENIAL_STEMS)) and p not in in_cue
-                   for p, (t, s) in enumerate(zip(seg_toks, seg, strict=True))):
-                continue
-            others = [(k, span) for k, spans in hits.items() if k != side for span in spans]
-            if hits[side] and not others:
-                return None
-            if others and not hits[side] and crossed is None:
-                k, (a, b) = others[0]
-                crossed = RoleSwap(roles[side].name, roles[k].name, " ".join(seg_toks[a:b]))
+    for side, seg_toks, hits in _readings(answer, roles):
+        others = [(k, span) for k, spans in hits.items() if k != side for span in spans]
+        if hits[side] and not others:
+            return None
+        if others and not hits[side] and crossed is None:
+            k, (a, b) = others[0]
+            crossed = RoleSwap(roles[side].name, roles[k].name, " ".join(seg_toks[a:b]))
     return crossed
+
+
+def cues_confirmed(answer: str, roles: tuple[Role, ...]) -> bool:
+    """Whether the answer gives some side its own words and no side another's: it cannot be stating a
+    swap of the roles ("DP copies the model and splits data; MP splits the model")."""
+    if len(roles) < 2:
+        return False
+    confirmed = False
+    for side, _, hits in _readings(answer, roles):
+        if any(spans for k, spans in hits.items() if k != side):
+            return False
+        confirmed = confirmed or bool(hits[side])
+    return confirmed

@@ -11,7 +11,7 @@ import numpy as np
 
 from app.grading.align import WeightedStems
 from app.grading.roles import Clause, Role, authored_roles, parse_sides
-from app.grading.text import StemSet, has_match
+from app.grading.text import StemSet, content_stems, has_match
 
 GRADER_VERSION = "grader-1.4"
 
@@ -97,6 +97,19 @@ class Rubric:
         """Per wrong option, its stems that no accepted answer uses: what stating its claim takes."""
         accepted = {s for ref in self.ref_stems for s in ref.stems}
         return [[s for s in wrong.stems if not has_match(s, accepted)] for wrong in self.wrong_stems]
+
+    @cached_property
+    def material(self) -> StemSet:
+        """Every stem of the question's material: the question, its accepted and wrong answers, its
+        explanation and its labelled examples. What an answer's opening is checked against
+        (app/grading/checks.py: strip_empty_edges)."""
+        stems = set(self.vocabulary).union(*(w.stems for w in self.wrong_stems))
+        stems.update(s for _, text in self.item.examples for s in content_stems(text))
+        return StemSet(stems, remember=False)
+
+    def knows(self, word: str) -> bool:
+        """Whether a stem is in the question's material (`material`)."""
+        return has_match(word, self.material)
 
     @cached_property
     def roles(self) -> tuple[Role, ...] | None:

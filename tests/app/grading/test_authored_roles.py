@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.grading.roles import authored_roles, cues_swapped, parse_roles
+from app.grading.roles import authored_roles, cues_confirmed, cues_swapped, parse_roles
 from grading_lab.evaluation import bank_items
 
 SYNC_ASYNC = "q_c404f730f66d"
@@ -16,6 +16,7 @@ ONE_F_ONE_B = "q_437d36a4d517"
 FP8 = "q_84293c0738bd"
 BROADCAST = "q_d01fdd90721c"
 CHECKPOINT_FREQUENCY = "q_84638d423abd"
+DP_MP = "q_17e0a4db2d54"
 
 
 @pytest.mark.parametrize(("qid", "answer", "said_of", "belongs_to"), [
@@ -81,6 +82,19 @@ def test_one_confirmed_side_outweighs_a_crossed_one() -> None:
     """A mixed answer is wrong in another way (it is graded by the decision), not a clean swap."""
     answer = "sync SGD waits at a barrier. async SGD also averages the gradients"
     assert cues_swapped(answer, authored_roles()[SYNC_ASYNC]) is None
+
+
+@pytest.mark.parametrize(("qid", "answer", "confirmed"), [
+    (DP_MP, "DP copies the model and splits data; MP splits the model.", True),
+    (SYNC_ASYNC, "sync SGD waits at a barrier every step", True),
+    (DP_MP, "Data parallelism splits the model; model parallelism splits the data", False),  # a swap
+    (SYNC_ASYNC, "sync SGD waits at a barrier. async SGD also averages the gradients", False),  # one crossed
+    (SYNC_ASYNC, "sync and async SGD are two ways to train", False),  # no side's words
+    (SYNC_ASYNC, "async SGD does not wait for the others", False),  # a denial: nothing read
+])
+def test_an_answer_that_gives_a_side_its_own_words_and_none_another_confirms_the_roles(
+        qid: str, answer: str, confirmed: bool) -> None:
+    assert cues_confirmed(answer, authored_roles()[qid]) is confirmed
 
 
 def test_every_authored_question_is_in_the_bank() -> None:

@@ -12,6 +12,7 @@ from app.grading.checks import (
     is_keyword_list,
     negation_mismatch,
     restates_question,
+    strip_empty_edges,
     strip_injection,
     strip_lead_in,
 )
@@ -242,3 +243,58 @@ def test_a_lead_in_does_not_change_a_verdict(fake: FakeEncoder) -> None:
     for answer in ("only rank 0 gets the sum", "every rank gets the whole tensor"):
         plain, led = grade(rubric, answer, fake), grade(rubric, f"In short: {answer}", fake)
         assert (plain.verdict, plain.score) == (led.verdict, led.score)
+
+
+DP_MATERIAL = StemSet(content_stems(f"{DP_Q} {DP_REF} Data parallelism splits the model"), remember=False)
+
+
+def _knows(word: str) -> bool:
+    return has_match(word, DP_MATERIAL)
+
+
+@pytest.mark.parametrize(("answer", "left"), [
+    ("As I understand it, DP copies the model and MP splits it", "DP copies the model and MP splits it"),
+    ("My take: each GPU holds the whole model", "each GPU holds the whole model"),
+    ("Hm okay, each GPU holds the whole model", "each GPU holds the whole model"),
+    ("Honestly, each GPU holds the whole model", "each GPU holds the whole model"),
+    ("Let me see... each GPU holds the whole model", "each GPU holds the whole model"),
+    ("Each GPU holds the whole model. I'm fairly confident.", "Each GPU holds the whole model."),
+    ("Well, I think, each GPU holds the whole model", "each GPU holds the whole model"),
+])
+def test_an_edge_that_speaks_only_of_the_writer_is_cut(answer: str, left: str) -> None:
+    assert strip_empty_edges(answer, _knows) == left
+
+
+@pytest.mark.parametrize("answer", [
+    "Model parallelism: the model is split across devices",  # the question's own words: a claim
+    "Pipeline parallelism, because the layers run on different GPUs",  # a technical term
+    "I think there are three modes, full and sharded",  # a quantity
+    "Not really, each GPU holds the whole model",  # a denial
+    "Each GPU holds the whole model. I don't agree with splitting.",  # a negation in the closing
+    "They work well together, each GPU holds the whole model",  # neither the writer nor an interjection
+    "Each GPU holds the whole model. It is split later.",  # the material's words
+    "Each GPU holds the whole model, e.g. Tensor cores.",  # not a sentence of its own
+    "Honestly, the model",  # too little would be left
+    "Honestly,",
+])
+def test_an_edge_that_may_say_something_is_kept(answer: str) -> None:
+    assert strip_empty_edges(answer, _knows) == answer
+
+
+def test_an_opening_that_speaks_of_the_writer_does_not_change_a_verdict(fake: FakeEncoder) -> None:
+    from app.grading import GradingItem, grade, prepare
+
+    rubric = prepare(GradingItem("What does all-gather do?", ["every rank ends up with the full tensor"]), fake)
+    for answer in ("only rank 0 gets the sum.", "every rank gets the whole tensor."):
+        plain = grade(rubric, answer, fake)
+        for dressed in (f"My take: {answer}", f"As I understand it, {answer}", f"{answer} I'm fairly confident."):
+            led = grade(rubric, dressed, fake)
+            assert (plain.verdict, plain.score) == (led.verdict, led.score), dressed
+
+
+def test_an_evasive_answer_stays_evasive_with_its_edges_cut(fake: FakeEncoder) -> None:
+    from app.grading import GradingItem, grade, prepare
+
+    rubric = prepare(GradingItem("What does all-gather do?", ["every rank ends up with the full tensor"]), fake)
+    result = grade(rubric, "Honestly, no idea, something about GPUs", fake)
+    assert result.verdict == "incorrect" and "evasive" in result.flags
