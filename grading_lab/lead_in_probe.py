@@ -1,11 +1,14 @@
 """How far a content-free opening or closing moves the grader, with openings it was never shown.
 
-`checks.strip_lead_in` cuts a few lead-ins before grading, and a judge trained with `tutor models
-train-judge --lead-ins 1` sees others on right and wrong answers alike (grading_lab/contrasts.py:
-OPENINGS, CLOSINGS). This probe dresses the dev set's and the written files d..g's answers (no shipped
-model trains on them) with the openings below, which are in neither list, and counts the wrong answers
-graded correct and the right answers that lose it, as served (both judges on bank questions). Keep
-these openings out of training: a figure on openings a judge was shown says little.
+`checks.strip_lead_in` cuts a few lead-ins before grading, `checks.strip_empty_edges` cuts openings
+and closings of some forms, and a judge trained with `tutor models train-judge --lead-ins 1` sees
+others on right and wrong answers alike (grading_lab/contrasts.py: OPENINGS, CLOSINGS). This probe
+dresses the dev set's and the written files d..g's answers (no judge trains on them) with the openings
+below, which are in neither list, and counts the wrong answers graded correct and the right answers
+that lose it, as served (both judges on bank questions); then every answer with a final full stop and
+without one. `strip_empty_edges` was designed on PROBE_OPENINGS and PROBE_CLOSINGS; the held-out set
+(`--held-out`) was written before it. Keep these openings out of training and out of every rule: a
+figure on openings a judge or a rule was shaped on says little.
 
     python -m grading_lab.lead_in_probe [--judge DIR] [--late DIR | --no-late] [--held-out]
 """
@@ -66,7 +69,7 @@ def dress(answer: str, opening: str = "", closing: str = "") -> str:
 
 def stopped(answer: str, stop: bool) -> str:
     """The answer ending with a full stop (`stop`) or without one."""
-    bare = answer.rstrip().rstrip(".").rstrip()
+    bare = answer.rstrip().rstrip(".").rstrip() or answer
     return bare + "." if stop else bare
 
 

@@ -27,6 +27,8 @@ JUDGE_MISSES = {
         "'disjoint subset' is not read as the accepted answer's 'non-overlapping strides'",
     "reduce-scatter sums the gradients across ranks and each rank keeps just one slice of the result":
         "one half of a two-part answer in other words is read as wrong, not partial",
+    "DP copies the model and splits data; MP splits the model.":
+        "terse abbreviations are read as a partial answer (no longer as the swapped misconception)",
 }
 
 
@@ -69,6 +71,9 @@ NEW = [
                "stale gradients stays bounded while most of the speed of asynchrony is kept.", "correct"),
     (F001, 4, "lets the netwrok card (infiniband) read and write gpu memory directy, no copy thru host ram or cpu",
      "correct"),
+    # terse, with the roles right (from the written answers d..g, which no shipped model trains on): once told
+    # it held the swapped misconception
+    (F003, 1, "DP copies the model and splits data; MP splits the model.", "correct"),
 ]
 
 
