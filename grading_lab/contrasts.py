@@ -287,3 +287,17 @@ def dressed(pairs: Sequence[Pair], seed: int) -> list[Pair]:
     """The pairs, each answer dressed (`dress`), the labels kept."""
     rng = random.Random(seed)
     return [Pair(p.question, p.reference, dress(p.answer, rng), p.label, p.kind, p.group) for p in pairs]
+
+
+def restopped(pairs: Sequence[Pair], seed: int) -> list[Pair]:
+    """The pairs, each answer ending in a full stop or not at random (even odds), the labels kept: the
+    bank's answers end without one and most written ones with one, and a judge trained on them as they
+    are reads the stop as a sign of a wrong answer (docs/GRADING.md, "Full stops")."""
+    rng = random.Random(seed)
+    out = []
+    for p in pairs:
+        bare = p.answer.rstrip().rstrip(".").rstrip()
+        stop = rng.random() < 0.5
+        answer = p.answer if not bare or bare[-1] in "!?" else bare + "." if stop else bare
+        out.append(Pair(p.question, p.reference, answer, p.label, p.kind, p.group))
+    return out

@@ -33,7 +33,7 @@ from app.config import DATA_DIR, JUDGE_DIR, PROJECT_ROOT
 from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, MAX_LENGTH, ONNX_FILE, PairJudge, pair_text
 from app.grading.rubric import GradingItem
 from grading_lab.asag import ASAG_DIR
-from grading_lab.contrasts import Pair, bank_pairs, dressed, written_contrasts
+from grading_lab.contrasts import Pair, bank_pairs, dressed, restopped, written_contrasts
 from grading_lab.evaluation import bank_items
 from ingest.embedder import resolve_model_path
 from ingest.identity import file_sha256
@@ -97,6 +97,10 @@ class Recipe:
     # shipped judge: at 1 the grader resisted openings it was never shown but lost a little on plain
     # answers, and the foreign head would need refitting (docs/GRADING.md, "Lead-ins").
     lead_ins: int = 0
+    # Every training answer ends in a full stop or not at random, the label kept (grading_lab/contrasts.py:
+    # restopped), so that the stop is no sign of either. False for the shipped judge (docs/GRADING.md,
+    # "Full stops").
+    random_stops: bool = False
 
 
 # The late judge's recipe (`tutor models train-judge --late`): four frozen layers and two joined. The
@@ -202,9 +206,10 @@ def training_pairs(recipe: Recipe) -> list[Pair]:
     contrasts = written_contrasts(written, recipe.seed) if recipe.written_contrasts_repeat else []
     dressed_bank = dressed(bank, recipe.seed) * recipe.lead_ins
     dressed_written = dressed(written, recipe.seed + 1) * recipe.lead_ins
-    return (public + bank * (recipe.bank_repeat - recipe.lead_ins) + dressed_bank
-            + written * (recipe.answers_repeat - recipe.lead_ins) + dressed_written
-            + contrasts * recipe.written_contrasts_repeat)
+    pairs = (public + bank * (recipe.bank_repeat - recipe.lead_ins) + dressed_bank
+             + written * (recipe.answers_repeat - recipe.lead_ins) + dressed_written
+             + contrasts * recipe.written_contrasts_repeat)
+    return restopped(pairs, recipe.seed + 2) if recipe.random_stops else pairs
 
 
 def heldout_figures(judge: PairJudge, recipe: Recipe) -> dict[str, Any]:

@@ -310,6 +310,9 @@ def models_train_judge(
     lead_ins: Annotated[int, typer.Option(
         help="dress this many of the bank's and the written pairs' passes with content-free openings (for "
              "comparison; grading_lab/contrasts.py: dress)")] = 0,
+    random_stops: Annotated[bool, typer.Option(
+        help="end each training answer with a full stop or not at random (for comparison; grading_lab/contrasts.py: "
+             "restopped)")] = False,
     question: Annotated[bool, typer.Option(
         help="the judge reads the question after the accepted answer (--no-question: a shorter input, for comparison)")]
         = True,
@@ -340,6 +343,7 @@ def models_train_judge(
     # Options that make another judge than the shipped one's recipe (such a judge needs --out), and the others.
     other_recipe = {"--holdout": holdout is not None, "--layers": layers is not None,
                     "--written-contrasts": written_contrasts != 0, "--lead-ins": lead_ins != 0,
+                    "--random-stops": random_stops,
                     "--no-question": not question,
                     "--distil-from": distil_from is not None, "--late": late}
     run = {"--epochs": epochs is not None, "--out": out is not None, "--no-measure": not measure}
@@ -361,7 +365,7 @@ def models_train_judge(
         typer.echo(f"now fit the decision: python -m grading_lab.decision_fit{bank} --write")
         return
     recipe = replace(Recipe(), holdout=holdout, layers=layers, written_contrasts_repeat=written_contrasts,
-                     question=question, lead_ins=lead_ins)
+                     question=question, lead_ins=lead_ins, random_stops=random_stops)
     if distil_from is not None:
         teacher = distil_from.resolve()
         if not 0 < distil <= 1 or not teacher.is_relative_to(PROJECT_ROOT) or not (teacher / MANIFEST).is_file():

@@ -286,3 +286,22 @@ def test_the_held_out_lead_ins_share_no_word_with_the_other_lists() -> None:
     for opening in HELD_OUT_OPENINGS:
         assert strip_lead_in(dress(answer, opening, "")) == dress(answer, opening, "")
     assert len(dressings(held_out=True)) == 1 + len(HELD_OUT_OPENINGS) + len(HELD_OUT_CLOSINGS)
+
+
+def test_random_stops_leave_no_label_with_the_final_full_stop() -> None:
+    """The bank's answers end without a full stop and most written ones with one (docs/GRADING.md, "Full
+    stops"): with `random_stops` every label ends in one about half the time, and nothing else changes."""
+    from collections import Counter
+
+    from grading_lab.contrasts import Pair, restopped
+    from grading_lab.judge_train import Recipe, training_pairs
+
+    plain, stopped = training_pairs(Recipe()), training_pairs(Recipe(random_stops=True))
+    assert len(plain) == len(stopped)
+    assert all(p.label == q.label and p.answer.rstrip(". ") == q.answer.rstrip(". ")
+               for p, q in zip(plain, stopped, strict=True))
+    ends = Counter((q.label, q.answer.endswith(".")) for q in stopped)
+    for label in ("correct", "partial", "incorrect"):
+        assert 0.4 < ends[(label, True)] / (ends[(label, True)] + ends[(label, False)]) < 0.6
+    asked = [Pair("q", "r", "Is it?", "correct", "k", "g"), Pair("q", "r", "...", "incorrect", "k", "g")]
+    assert [p.answer for p in restopped(asked, 0)] == ["Is it?", "..."]  # a question mark stays; nothing left: kept
