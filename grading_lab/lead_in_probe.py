@@ -116,7 +116,7 @@ def read_alone(judge_dir: Path) -> list[dict[str, Any]]:
     judge = load_judge(judge_dir)
     out = []
     plain: Callable[[str], str] = str
-    for name, dressed in [("as written", plain), *[(n, d) for n, d in variants() if n.startswith("(")]]:
+    for name, dressed in [("as written", plain), *[(n, d) for n, d in variants() if "'.'" in n]]:
         triples = [(items[(r["file"], int(r["number"]))].question,
                     items[(r["file"], int(r["number"]))].reference_answers[0], dressed(r["answer"])) for r in rows]
         probs = judge.probabilities(triples)
