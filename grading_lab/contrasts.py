@@ -289,6 +289,11 @@ def dressed(pairs: Sequence[Pair], seed: int) -> list[Pair]:
     return [Pair(p.question, p.reference, dress(p.answer, rng), p.label, p.kind, p.group) for p in pairs]
 
 
+def unstopped(answer: str) -> str:
+    """The answer without its final full stops (empty when nothing else is there)."""
+    return answer.rstrip().rstrip(".").rstrip()
+
+
 def restopped(pairs: Sequence[Pair], seed: int) -> list[Pair]:
     """The pairs, each answer ending in a full stop or not at random (even odds), the labels kept: the
     bank's answers end without one and most written ones with one, and a judge trained on them as they
@@ -296,7 +301,7 @@ def restopped(pairs: Sequence[Pair], seed: int) -> list[Pair]:
     rng = random.Random(seed)
     out = []
     for p in pairs:
-        bare = p.answer.rstrip().rstrip(".").rstrip()
+        bare = unstopped(p.answer)
         stop = rng.random() < 0.5
         answer = p.answer if not bare or bare[-1] in "!?" else bare + "." if stop else bare
         out.append(Pair(p.question, p.reference, answer, p.label, p.kind, p.group))

@@ -28,6 +28,7 @@ import numpy as np
 from app.config import DATA_DIR, JUDGE_DIR, LATE_JUDGE_DIR, Settings
 from app.grading.grader import Graders, grade_many
 from app.grading.judges import load_judge, offline_late_judge
+from grading_lab.contrasts import unstopped
 from grading_lab.evaluation import MemoEncoder, bank_items, rubrics_of
 
 PROBE_OPENINGS = (
@@ -70,21 +71,26 @@ def dress(answer: str, opening: str = "", closing: str = "") -> str:
     return opening + answer
 
 
+Variant = tuple[str, Callable[[str], str]]  # a name, and how an answer is dressed
+
+
 def stopped(answer: str, stop: bool) -> str:
     """The answer ending with a full stop (`stop`) or without one."""
-    bare = answer.rstrip().rstrip(".").rstrip() or answer
+    bare = unstopped(answer) or answer
     return bare + "." if stop else bare
 
 
-def variants(held_out: bool = False) -> list[tuple[str, Callable[[str], str]]]:
-    """(name, how an answer is dressed): each dressing of `dressings`, then (but for the held-out set)
-    every answer with a final full stop and every answer without one."""
-    out: list[tuple[str, Callable[[str], str]]] = [
+def stop_variants() -> list[Variant]:
+    """Every answer with a final full stop, and every answer without one."""
+    return [("(every one ends in '.')", partial(stopped, stop=True)),
+            ("(none ends in '.')", partial(stopped, stop=False))]
+
+
+def variants(held_out: bool = False) -> list[Variant]:
+    """Each dressing of `dressings`, then (but for the held-out set) the `stop_variants`."""
+    out: list[Variant] = [
         ((o or c).strip() or "(none)", partial(dress, opening=o, closing=c)) for o, c in dressings(held_out)]
-    if not held_out:
-        out += [("(every one ends in '.')", partial(stopped, stop=True)),
-                ("(none ends in '.')", partial(stopped, stop=False))]
-    return out
+    return out if held_out else out + stop_variants()
 
 
 def run(judge_dir: Path, late_dir: Path | None, held_out: bool = False) -> list[dict[str, Any]]:
@@ -113,14 +119,14 @@ def read_alone(judge_dir: Path) -> list[dict[str, Any]]:
     answers, and how many right answers it does not read as correct (argmax)."""
     rows = probe_rows()
     items = bank_items()
+    targets = [items[(r["file"], int(r["number"]))] for r in rows]
+    right = np.array([r["label"] == "correct" for r in rows])
     judge = load_judge(judge_dir)
     out = []
     plain: Callable[[str], str] = str
-    for name, dressed in [("as written", plain), *[(n, d) for n, d in variants() if "'.'" in n]]:
-        triples = [(items[(r["file"], int(r["number"]))].question,
-                    items[(r["file"], int(r["number"]))].reference_answers[0], dressed(r["answer"])) for r in rows]
-        probs = judge.probabilities(triples)
-        right = np.array([r["label"] == "correct" for r in rows])
+    for name, dressed in [("as written", plain), *stop_variants()]:
+        probs = judge.probabilities([(item.question, item.reference_answers[0], dressed(r["answer"]))
+                                     for item, r in zip(targets, rows, strict=True)])
         out.append({"answers": name, "p_correct_right": round(float(probs[right, 0].mean()), 3),
                     "p_correct_wrong": round(float(probs[~right, 0].mean()), 3),
                     "right_not_read_correct": int((probs[right].argmax(axis=1) != 0).sum()), "right": int(right.sum())})

@@ -87,9 +87,11 @@ def _precheck(rubric: Rubric, answer: str, choice: str | None) -> _Pending:
         return _Pending(text, flags, hit)
     evasive, plain = is_evasive(text), text
     text = strip_empty_edges(text, rubric.knows)
-    if text != plain and (hit := _exact(rubric, text, flags)) is not None:
-        return _Pending(text, flags, hit)
-    if evasive or is_evasive(text) or (is_bare_letter(text) and not rubric.item.options):
+    if text != plain:  # what is left of an answer without its edges is checked again
+        if (hit := _exact(rubric, text, flags)) is not None:
+            return _Pending(text, flags, hit)
+        evasive = evasive or is_evasive(text)
+    if evasive or (is_bare_letter(text) and not rubric.item.options):
         flags.append("evasive")
         return _Pending(text, flags, _reject(
             rubric, flags, "That doesn't answer the question; have a go in your own words."))

@@ -156,7 +156,7 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     # A bare list of terms states no roles, whatever order its terms come in.
     roles = None if "keyword_list" in flags else rubric.roles
     wrong = _misconception(rubric, sig, sig.stems)
-    if wrong is not None and roles and cues_confirmed(text, roles) and cues_swapped(wrong, roles) is not None:
+    if wrong is not None and roles and wrong in rubric.swapping_options and cues_confirmed(text, roles):
         # The wrong option swaps the question's authored roles and the answer gives them rightly: it is
         # not stating that option's claim, however near its words are ("DP copies the model and splits
         # data; MP splits the model" against "data parallelism splits the model; model parallelism

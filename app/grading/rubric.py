@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from app.grading.align import WeightedStems
-from app.grading.roles import Clause, Role, authored_roles, parse_sides
+from app.grading.roles import Clause, Role, authored_roles, cues_swapped, parse_sides
 from app.grading.text import StemSet, content_stems, has_match
 
 GRADER_VERSION = "grader-1.4"
@@ -117,6 +117,14 @@ class Rubric:
         if self.item.roles:
             return parse_sides("roles", self.item.roles)
         return authored_roles().get(self.item.key or "")
+
+    @cached_property
+    def swapping_options(self) -> frozenset[str]:
+        """The wrong options that give one authored side the other's words (roles.cues_swapped)."""
+        roles = self.roles
+        if not roles:
+            return frozenset()
+        return frozenset(w for w in self.item.wrong_answers if cues_swapped(w, roles) is not None)
 
     @cached_property
     def example_lift(self) -> float:
