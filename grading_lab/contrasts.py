@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from app.grading.rubric import GradingItem
+from app.grading.text import unstopped
 
 
 @dataclass(frozen=True)
@@ -289,15 +290,16 @@ def dressed(pairs: Sequence[Pair], seed: int) -> list[Pair]:
     return [Pair(p.question, p.reference, dress(p.answer, rng), p.label, p.kind, p.group) for p in pairs]
 
 
-def unstopped(answer: str) -> str:
-    """The answer without its final full stops (empty when nothing else is there)."""
-    return answer.rstrip().rstrip(".").rstrip()
+def destopped(pairs: Sequence[Pair]) -> list[Pair]:
+    """The pairs, each answer without its final full stops (one that is nothing else is kept), the
+    labels kept."""
+    return [Pair(p.question, p.reference, unstopped(p.answer) or p.answer, p.label, p.kind, p.group) for p in pairs]
 
 
 def restopped(pairs: Sequence[Pair], seed: int) -> list[Pair]:
     """The pairs, each answer ending in a full stop or not at random (even odds), the labels kept: the
     bank's answers end without one and most written ones with one, and a judge trained on them as they
-    are reads the stop as a sign of a wrong answer (docs/GRADING.md, "Full stops")."""
+    are reads the stop as a sign of a wrong answer (docs/GRADING.md, "Final full stops")."""
     rng = random.Random(seed)
     out = []
     for p in pairs:

@@ -33,12 +33,12 @@ from app.config import DATA_DIR, JUDGE_DIR, PROJECT_ROOT
 from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, MAX_LENGTH, ONNX_FILE, PairJudge, pair_text
 from app.grading.rubric import GradingItem
 from grading_lab.asag import ASAG_DIR
-from grading_lab.contrasts import Pair, bank_pairs, dressed, restopped, written_contrasts
+from grading_lab.contrasts import Pair, bank_pairs, destopped, dressed, restopped, written_contrasts
 from grading_lab.evaluation import bank_items
 from ingest.embedder import resolve_model_path
 from ingest.identity import file_sha256
 
-RECIPE_VERSION = "pair-judge-3"
+RECIPE_VERSION = "pair-judge-4"
 BANK_ANSWERS = DATA_DIR / "train" / "bank_answers.jsonl"
 # Written answers that also train the grader's decision (grading_lab/decision_fit.py). The decision
 # must see the judge's reading of an answer the judge was not trained on, so these are cross-fitted:
@@ -98,15 +98,20 @@ class Recipe:
     # answers, and the foreign head would need refitting (docs/GRADING.md, "Lead-ins").
     lead_ins: int = 0
     # Every training answer ends in a full stop or not at random, the label kept (grading_lab/contrasts.py:
-    # restopped), so that the stop is no sign of either. False for the shipped judge (docs/GRADING.md,
-    # "Full stops").
+    # restopped), so that the stop is no sign of either. False for the shipped judge, which never sees one
+    # (no_stops; docs/GRADING.md, "Final full stops").
     random_stops: bool = False
+    # Every training answer without its final full stops (grading_lab/contrasts.py: destopped), as the
+    # grader reads answers (app/grading/grader.py: _precheck): the project's written answers end in a
+    # stop far more often when they are wrong (docs/GRADING.md, "Final full stops"), and a judge that
+    # never sees one cannot take it for a sign of either. A manifest without the field predates it (False).
+    no_stops: bool = True
 
 
 # The late judge's recipe (`tutor models train-judge --late`): four frozen layers and two joined. The
 # pair judge's learning rate and epochs undertrain the two joined layers (alone on the dev set 0.640 /
 # 0.864 against 0.735 / 0.899; docs/GRADING.md, "The late judge").
-LATE_RECIPE = Recipe(late_split=4, epochs=3, learning_rate=1e-4, version="late-judge-1")
+LATE_RECIPE = Recipe(late_split=4, epochs=3, learning_rate=1e-4, version="late-judge-2")
 HOLDOUT_FOLDS = 5
 DISTIL_TEMPERATURE = 2.0
 
@@ -120,6 +125,7 @@ def recipe_of(manifest: dict[str, Any]) -> Recipe:
         raise ValueError(f"the judge's recipe has fields this code does not know: {sorted(unknown)}")
     if "asag" in recorded:
         recorded["asag"] = tuple(recorded["asag"])
+    recorded.setdefault("no_stops", False)  # judges before the option read answers as written
     return Recipe(**recorded)
 
 
@@ -209,7 +215,9 @@ def training_pairs(recipe: Recipe) -> list[Pair]:
     pairs = (public + bank * (recipe.bank_repeat - recipe.lead_ins) + dressed_bank
              + written * (recipe.answers_repeat - recipe.lead_ins) + dressed_written
              + contrasts * recipe.written_contrasts_repeat)
-    return restopped(pairs, recipe.seed + 2) if recipe.random_stops else pairs
+    if recipe.random_stops:
+        return restopped(pairs, recipe.seed + 2)
+    return destopped(pairs) if recipe.no_stops else pairs
 
 
 def heldout_figures(judge: PairJudge, recipe: Recipe) -> dict[str, Any]:

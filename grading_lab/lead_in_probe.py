@@ -28,7 +28,7 @@ import numpy as np
 from app.config import DATA_DIR, JUDGE_DIR, LATE_JUDGE_DIR, Settings
 from app.grading.grader import Graders, grade_many
 from app.grading.judges import load_judge, offline_late_judge
-from grading_lab.contrasts import unstopped
+from app.grading.text import unstopped
 from grading_lab.evaluation import MemoEncoder, bank_items, rubrics_of
 
 PROBE_OPENINGS = (

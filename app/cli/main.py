@@ -313,6 +313,9 @@ def models_train_judge(
     random_stops: Annotated[bool, typer.Option(
         help="end each training answer with a full stop or not at random (for comparison; grading_lab/contrasts.py: "
              "restopped)")] = False,
+    stops: Annotated[bool, typer.Option(
+        "--stops", help="train on the answers with their final full stops as written, as judges before "
+             "pair-judge-4 were (for comparison; the grader reads answers without them)")] = False,
     question: Annotated[bool, typer.Option(
         help="the judge reads the question after the accepted answer (--no-question: a shorter input, for comparison)")]
         = True,
@@ -343,7 +346,7 @@ def models_train_judge(
     # Options that make another judge than the shipped one's recipe (such a judge needs --out), and the others.
     other_recipe = {"--holdout": holdout is not None, "--layers": layers is not None,
                     "--written-contrasts": written_contrasts != 0, "--lead-ins": lead_ins != 0,
-                    "--random-stops": random_stops,
+                    "--random-stops": random_stops, "--stops": stops,
                     "--no-question": not question,
                     "--distil-from": distil_from is not None, "--late": late}
     run = {"--epochs": epochs is not None, "--out": out is not None, "--no-measure": not measure}
@@ -365,7 +368,8 @@ def models_train_judge(
         typer.echo(f"now fit the decision: python -m grading_lab.decision_fit{bank} --write")
         return
     recipe = replace(Recipe(), holdout=holdout, layers=layers, written_contrasts_repeat=written_contrasts,
-                     question=question, lead_ins=lead_ins, random_stops=random_stops)
+                     question=question, lead_ins=lead_ins, random_stops=random_stops,
+                     no_stops=not (stops or random_stops))
     if distil_from is not None:
         teacher = distil_from.resolve()
         if not 0 < distil <= 1 or not teacher.is_relative_to(PROJECT_ROOT) or not (teacher / MANIFEST).is_file():
@@ -375,11 +379,12 @@ def models_train_judge(
     if epochs is not None:
         recipe = replace(recipe, epochs=epochs)
     if late:
-        given = [name for name, changed in other_recipe.items() if changed and name not in ("--late", "--holdout")]
+        given = [name for name, changed in other_recipe.items()
+                 if changed and name not in ("--late", "--holdout", "--stops")]
         if given:
             err.print(f"[red]--late trains the late judge's recipe; it takes no {', '.join(given)}[/]")
             raise typer.Exit(2)
-        recipe = replace(LATE_RECIPE, epochs=epochs or LATE_RECIPE.epochs, holdout=holdout)
+        recipe = replace(LATE_RECIPE, epochs=epochs or LATE_RECIPE.epochs, holdout=holdout, no_stops=not stops)
     if any(changed for name, changed in other_recipe.items() if name != "--late") and out is None:
         err.print("[red]a held-out, shallower, other-input or other-data run needs --out: not the shipped judge[/]")
         raise typer.Exit(2)

@@ -17,7 +17,7 @@ from app.grading.judge import Evidence, caught, decision_feedback, evidence, jud
 from app.grading.judges import Judge, default_judge, default_late_judge
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, load_model, signals
-from app.grading.text import content_stems
+from app.grading.text import content_stems, unstopped
 from ingest.embedder import Encoder
 
 
@@ -97,7 +97,9 @@ def _precheck(rubric: Rubric, answer: str, choice: str | None) -> _Pending:
             rubric, flags, "That doesn't answer the question; have a go in your own words."))
     if is_keyword_list(text, rubric.item.reference_answers[0]):
         flags.append("keyword_list")
-    return _Pending(text, flags)
+    # The rest reads the answer without its final full stops: a stop says nothing about what an answer
+    # means, and the judges were trained without them (grading_lab/judge_train.py: Recipe.no_stops).
+    return _Pending(unstopped(text) or text, flags)
 
 
 def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralModel) -> GradeResult:
@@ -218,6 +220,14 @@ def _on_wrong(on_wrongs: np.ndarray) -> float:
     return float(on_wrongs[0, 0] + on_wrongs[0, 1]) if len(on_wrongs) else 0.0
 
 
+def _late_names_wrong(ev: Evidence) -> bool:
+    """Whether the late judge, where it read the answer against the nominated wrong option, reads it as
+    that option's claim more surely than as the accepted answer's (True where it did not read it)."""
+    if ev.late is None or len(ev.late) < 2:
+        return True
+    return _on_wrong(ev.late[1:]) > float(ev.late[0][0] + ev.late[0][1])
+
+
 def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> np.ndarray:
     """The learned decision's features for one answer (grading_lab/decision_fit.py fits on these)."""
     sig = ev.sig
@@ -292,12 +302,12 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
             flags.append("roles_swapped")
     p_c, p_p = float(probs[0]), float(probs[1])
     # A misconception is named only when the judge reads the answer as that wrong option's claim
-    # (P >= MISCONCEPTION_FLOOR), and more surely than as the accepted answer's; the similarity
-    # evidence alone only nominates it. An answer that states a wrong option's claim is incorrect,
-    # however much of the accepted answer's subject it shares.
+    # (P >= MISCONCEPTION_FLOOR), and more surely than as the accepted answer's, and so does the late
+    # judge where it read the answer; the similarity evidence alone only nominates it. An answer that
+    # states a wrong option's claim is incorrect, however much of the accepted answer's subject it shares.
     wrong = None
     if (verdict != "correct" and ev.wrong is not None and judge_wrong >= MISCONCEPTION_FLOOR
-            and judge_wrong > float(judge_ref[0] + judge_ref[1])):
+            and judge_wrong > float(judge_ref[0] + judge_ref[1]) and _late_names_wrong(ev)):
         wrong, verdict, sure = ev.wrong, "incorrect", True
     flags = [f for f in flags if f != "misconception"] + (["misconception"] if wrong else [])
     confidence = float(probs[VERDICTS.index(verdict)]) if ev.adopted is None else 0.95

@@ -311,6 +311,11 @@ def has_match(word: str, others: Collection[str]) -> bool:
     return any(stems_match(word, o) for o in others)
 
 
+def unstopped(answer: str) -> str:
+    """The answer without its final full stops (empty when nothing else is there)."""
+    return answer.rstrip().rstrip(".").rstrip()
+
+
 @text_cache()  # options and references are normalised again for every answer
 def normalise_option(text: str) -> str:
     """Case- and punctuation-insensitive form used for exact option matching."""

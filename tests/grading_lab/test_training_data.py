@@ -136,6 +136,8 @@ def test_the_recipe_read_back_from_the_shipped_judges_manifest_is_the_one_it_was
     assert not other.question
     with pytest.raises(ValueError, match="does not know"):
         recipe_of({"recipe": {**shipped.manifest["recipe"], "dropout_of_the_future": 0.3}})
+    older = {k: v for k, v in shipped.manifest["recipe"].items() if k != "no_stops"}
+    assert not recipe_of({"recipe": older}).no_stops  # a judge from before the option read final stops
 
 
 @pytest.mark.parametrize("option", [["--layers", "3"], ["--no-question"], ["--written-contrasts", "1"],
@@ -296,7 +298,7 @@ def test_random_stops_leave_no_label_with_the_final_full_stop() -> None:
     from grading_lab.contrasts import Pair, restopped
     from grading_lab.judge_train import Recipe, training_pairs
 
-    plain, stopped = training_pairs(Recipe()), training_pairs(Recipe(random_stops=True))
+    plain, stopped = training_pairs(Recipe(no_stops=False)), training_pairs(Recipe(random_stops=True))
     assert len(plain) == len(stopped)
     assert all(p.label == q.label and p.answer.rstrip(". ") == q.answer.rstrip(". ")
                for p, q in zip(plain, stopped, strict=True))
@@ -305,3 +307,20 @@ def test_random_stops_leave_no_label_with_the_final_full_stop() -> None:
         assert 0.4 < ends[(label, True)] / (ends[(label, True)] + ends[(label, False)]) < 0.6
     asked = [Pair("q", "r", "Is it?", "correct", "k", "g"), Pair("q", "r", "...", "incorrect", "k", "g")]
     assert [p.answer for p in restopped(asked, 0)] == ["Is it?", "..."]  # a question mark stays; nothing left: kept
+
+
+def test_no_stops_leave_no_training_answer_with_a_final_full_stop() -> None:
+    """A judge is trained as the grader reads answers (app/grading/grader.py: _precheck): with `no_stops`,
+    the shipped recipe's, no answer ends in a full stop, and nothing else changes."""
+    from grading_lab.contrasts import Pair, destopped
+    from grading_lab.judge_train import Recipe, training_pairs
+
+    assert Recipe().no_stops
+    plain, bare = training_pairs(Recipe(no_stops=False)), training_pairs(Recipe())
+    assert len(plain) == len(bare)
+    assert any(p.answer.endswith(".") for p in plain)
+    assert all(p.label == q.label and p.answer.rstrip(". ") == q.answer.rstrip(". ") and not q.answer.endswith(".")
+               for p, q in zip(plain, bare, strict=True) if p.answer.strip(". "))
+    kept = [Pair("q", "r", "Is it?", "correct", "k", "g"), Pair("q", "r", "...", "incorrect", "k", "g"),
+            Pair("q", "r", "It splits it. Then sums.", "correct", "k", "g")]
+    assert [p.answer for p in destopped(kept)] == ["Is it?", "...", "It splits it. Then sums"]

@@ -60,6 +60,19 @@ def test_a_plan_needs_one_vector_per_text(fake: FakeEncoder, ckpt_item: GradingI
         plan.finish(fake.encode([]))
 
 
+def test_a_final_full_stop_is_not_read(fake: FakeEncoder, dp_item: GradingItem, ckpt_item: GradingItem) -> None:
+    rubrics = prepare_many([dp_item, ckpt_item], fake)
+    answers = ["DP copies the whole model to each GPU and splits the batch", "it recomputes activations"]
+    plan = plan_many(rubrics, [f"{a}." for a in answers[:1]] + [f"{answers[1]}..."])
+    assert plan.texts == answers
+    bare = grade_many(rubrics, answers, fake)
+    stopped = grade_many(rubrics, [f"{a}." for a in answers], fake)
+    assert [r.to_dict() for r in stopped] == [r.to_dict() for r in bare]
+    # A stop inside the answer is kept, and so is an answer that is nothing but dots.
+    assert plan_many(rubrics[:1], ["DP copies the model. MP splits it."]).texts == ["DP copies the model. MP splits it"]
+    assert grade(rubrics[1], "...", fake).verdict == "incorrect"
+
+
 def test_option_letter_and_text_are_exact(fake: FakeEncoder, dp_item: GradingItem) -> None:
     rubric = prepare(dp_item, fake)
     fake.calls.clear()

@@ -27,8 +27,6 @@ JUDGE_MISSES = {
         "'disjoint subset' is not read as the accepted answer's 'non-overlapping strides'",
     "reduce-scatter sums the gradients across ranks and each rank keeps just one slice of the result":
         "one half of a two-part answer in other words is read as wrong, not partial",
-    "DP copies the model and splits data; MP splits the model.":
-        "terse abbreviations are read as a partial answer (no longer as the swapped misconception)",
 }
 
 
