@@ -7,8 +7,9 @@ dresses the dev set's and the written files d..g's answers (no judge trains on t
 below, which are in neither list, and counts the wrong answers graded correct and the right answers
 that lose it, as served (both judges on bank questions); then every answer with a final full stop and
 without one (the grader reads the two alike: grading_lab/stop_probe.py). `strip_empty_edges` was
-designed on PROBE_OPENINGS and PROBE_CLOSINGS; the held-out set (`--held-out`) was written before it. Keep these openings out of training and out of every rule: a
-figure on openings a judge or a rule was shaped on says little.
+designed on PROBE_OPENINGS and PROBE_CLOSINGS; the held-out set (`--held-out`) was written before
+it. Keep these openings out of training and out of every rule: a figure on openings a judge or a rule
+was shaped on says little.
 
     python -m grading_lab.lead_in_probe [--judge DIR] [--late DIR | --no-late] [--held-out]
     python -m grading_lab.lead_in_probe --stops [--judge DIR]
