@@ -29,8 +29,8 @@ import numpy as np
 from app.config import DATA_DIR, JUDGE_DIR, LATE_JUDGE_DIR, Settings
 from app.grading.grader import Graders, grade_many
 from app.grading.judges import load_judge, offline_late_judge
-from app.grading.text import unstopped
 from grading_lab.evaluation import MemoEncoder, bank_items, rubrics_of
+from grading_lab.stop_probe import FORMS
 
 PROBE_OPENINGS = (
     "Honestly, ", "To be honest, ", "Hm okay, ", "Mostly, ", "As I understand it, ", "My take: ",
@@ -75,16 +75,11 @@ def dress(answer: str, opening: str = "", closing: str = "") -> str:
 Variant = tuple[str, Callable[[str], str]]  # a name, and how an answer is dressed
 
 
-def stopped(answer: str, stop: bool) -> str:
-    """The answer ending with a full stop (`stop`) or without one."""
-    bare = unstopped(answer) or answer
-    return bare + "." if stop else bare
-
-
 def stop_variants() -> list[Variant]:
-    """Every answer with a final full stop, and every answer without one."""
-    return [("(every one ends in '.')", partial(stopped, stop=True)),
-            ("(none ends in '.')", partial(stopped, stop=False))]
+    """Every answer with a final full stop, and every answer without one (grading_lab/stop_probe.py: FORMS)."""
+    forms = dict(FORMS)
+    return [("(every one ends in '.')", forms["every one with a final stop"]),
+            ("(none ends in '.')", forms["no final stop"])]
 
 
 def variants(held_out: bool = False) -> list[Variant]:

@@ -27,6 +27,7 @@ from app.grading.decision import VERDICTS
 from app.grading.grader import Graders, grade_many
 from app.grading.judges import Judge, load_judge, offline_late_judge
 from app.grading.text import unstopped
+from grading_lab.devset import read_rows
 from grading_lab.evaluation import MemoEncoder, bank_items, rubrics_of
 from grading_lab.logreg import macro_f1
 
@@ -37,10 +38,6 @@ FORMS: tuple[tuple[str, Callable[[str], str]], ...] = (
     ("no final stop", lambda a: unstopped(a) or a),
     ("every one with a final stop", lambda a: (unstopped(a) or a) + "."),
 )
-
-
-def rows_of(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def stop_counts(rows: list[dict[str, Any]]) -> dict[str, str]:
@@ -105,7 +102,7 @@ def main() -> None:
         late_dir = args.late or LATE_JUDGE_DIR
         judges["late judge"] = offline_late_judge(Settings(late_judge_dir=late_dir))
     for path in args.files:
-        rows = rows_of(path)
+        rows = read_rows(path)
         report: dict[str, Any] = {"file": path.name, "final_stops": stop_counts(rows)}
         for name, judge in judges.items():
             report[name] = read_alone(judge, rows)

@@ -220,12 +220,10 @@ def _on_wrong(on_wrongs: np.ndarray) -> float:
     return float(on_wrongs[0, 0] + on_wrongs[0, 1]) if len(on_wrongs) else 0.0
 
 
-def _late_names_wrong(ev: Evidence) -> bool:
-    """Whether the late judge, where it read the answer against the nominated wrong option, reads it as
-    that option's claim more surely than as the accepted answer's (True where it did not read it)."""
-    if ev.late is None or len(ev.late) < 2:
-        return True
-    return _on_wrong(ev.late[1:]) > float(ev.late[0][0] + ev.late[0][1])
+def _nearer_wrong(on_ref: np.ndarray, on_wrongs: np.ndarray) -> bool:
+    """Whether a judge's readings (against the accepted answer; against the nominated wrong option) take
+    the answer as the wrong option's claim more surely than as the accepted answer's."""
+    return _on_wrong(on_wrongs) > float(on_ref[0] + on_ref[1])
 
 
 def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> np.ndarray:
@@ -307,7 +305,8 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     # states a wrong option's claim is incorrect, however much of the accepted answer's subject it shares.
     wrong = None
     if (verdict != "correct" and ev.wrong is not None and judge_wrong >= MISCONCEPTION_FLOOR
-            and judge_wrong > float(judge_ref[0] + judge_ref[1]) and _late_names_wrong(ev)):
+            and _nearer_wrong(judge_ref, on_wrongs)
+            and (ev.late is None or len(ev.late) < 2 or _nearer_wrong(ev.late[0], ev.late[1:]))):
         wrong, verdict, sure = ev.wrong, "incorrect", True
     flags = [f for f in flags if f != "misconception"] + (["misconception"] if wrong else [])
     confidence = float(probs[VERDICTS.index(verdict)]) if ev.adopted is None else 0.95
