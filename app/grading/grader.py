@@ -286,8 +286,10 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
         verdict, sure = "incorrect", True
         flags.append("off_topic")
     if (verdict == "correct" and ev.adopted is None and ev.late is not None and bank is not None
-            and min(float(judge_ref[2]), float(ev.late[0][2])) >= BOTH_JUDGES_WRONG):
-        # Both judges read the answer as wrong: the similarity evidence alone does not make it right.
+            and min(float(judge_ref[2]), float(ev.late[0][2])) >= BOTH_JUDGES_WRONG and not ev.roles_confirmed):
+        # Both judges read the answer as wrong: the similarity evidence alone does not make it right,
+        # unless the answer gives the question's authored roles their own words (the judges do not
+        # read which subject goes with which claim; docs/GRADING.md, "Known weak spots").
         verdict, sure = "incorrect", True
     if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
             and any(f in flags for f in REVERSAL_FLAGS)):

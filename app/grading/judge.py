@@ -141,6 +141,7 @@ class Evidence:
     other_margin: float  # how much nearer another question's accepted answer is than this one's
     other_question: str | None  # that question, when the answer is flagged as answering it
     role_swap: RoleSwap | None = None  # a swap of the question's authored roles (data/roles.yaml)
+    roles_confirmed: bool = False  # the answer gives the authored roles their own words, and none another's
     # The late judge's probabilities for the pairs the pair judge read (accepted answer, then the wrong
     # option if any), on a bank question that no head grades; else None.
     late: np.ndarray | None = None
@@ -156,7 +157,8 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     # A bare list of terms states no roles, whatever order its terms come in.
     roles = None if "keyword_list" in flags else rubric.roles
     wrong = _misconception(rubric, sig, sig.stems)
-    if wrong is not None and roles and wrong in rubric.swapping_options and cues_confirmed(text, roles):
+    confirmed = cues_confirmed(text, roles) if roles else False
+    if wrong is not None and confirmed and wrong in rubric.swapping_options:
         # The wrong option swaps the question's authored roles and the answer gives them rightly: it is
         # not stating that option's claim, however near its words are ("DP copies the model and splits
         # data; MP splits the model" against "data parallelism splits the model; model parallelism
@@ -172,7 +174,7 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
         flags.append("other_question")
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
-                    other if answers_other else None, cues_swapped(text, roles) if roles else None)
+                    other if answers_other else None, cues_swapped(text, roles) if roles else None, confirmed)
 
 
 def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],

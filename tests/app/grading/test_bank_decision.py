@@ -163,3 +163,32 @@ def test_an_answer_both_judges_read_as_wrong_is_not_graded_correct(fake: FakeEnc
     assert grade(rubric, answer, fake, graders=graders).verdict == "incorrect"
     one_reads_it_right = Graders(judge=StubLateJudge((0.6, 0.1, 0.3)), late=StubLateJudge(leaning_wrong))
     assert grade(rubric, answer, fake, graders=one_reads_it_right).verdict == "correct"
+
+
+TWO_SIDED = GradingItem(
+    question="What is the difference between data parallelism and model parallelism?",
+    reference_answers=["Data parallelism replicates the model and splits the data; model parallelism splits the "
+                       "model across devices."],
+    roles=[{"names": ["data parallelism"], "cues": ["replicates", "splits the data"]},
+           {"names": ["model parallelism"], "cues": ["splits the model"]}],
+)
+
+
+def test_an_answer_giving_the_roles_their_own_words_is_not_settled_by_the_judges_alone(
+        fake: FakeEncoder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The judges do not read which subject goes with which claim (both read this question's own accepted
+    answer as wrong: docs/GRADING.md, "Known weak spots"); an answer that gives each side its own words
+    keeps the decision's verdict. One that gives a side the other's words does not."""
+    import app.grading.grader as grader
+
+    leaning_wrong = (0.3, 0.05, 0.65)
+    graders = Graders(judge=StubLateJudge(leaning_wrong), late=StubLateJudge(leaning_wrong))
+    right = "Data parallelism replicates the model and splits the data; model parallelism splits the model across GPUs"
+    with_roles, without = _bank(fake, TWO_SIDED), _bank(fake, replace(TWO_SIDED, roles=[]))
+    monkeypatch.setattr(grader, "BOTH_JUDGES_WRONG", 9.0)  # the rule off: the decision's own verdict
+    assert grade(with_roles, right, fake, graders=graders).verdict == "correct"
+    monkeypatch.undo()
+    assert grade(with_roles, right, fake, graders=graders).verdict == "correct"
+    assert grade(without, right, fake, graders=graders).verdict == "incorrect"  # no roles to read: the rule holds
+    swapped = "Model parallelism replicates the model and splits the data; data parallelism splits the model"
+    assert grade(with_roles, swapped, fake, graders=graders).verdict == "incorrect"

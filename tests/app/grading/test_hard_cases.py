@@ -72,6 +72,10 @@ NEW = [
     # terse, with the roles right (from the written answers d..g, which no shipped model trains on): once told
     # it held the swapped misconception
     (F003, 1, "DP copies the model and splits data; MP splits the model.", "correct"),
+    # a near copy of the accepted answer that both judges read as wrong: the roles it gives each side keep
+    # the decision's verdict (data/eval/near_copies.jsonl)
+    (F003, 1, "Data parallelism replicates the model and splits data; model parallelism splits the model across "
+              "GPUs.", "correct"),
 ]
 
 
