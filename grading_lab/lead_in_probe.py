@@ -12,7 +12,8 @@ it. Keep these openings out of training and out of every rule: a figure on openi
 was shaped on says little.
 
     python -m grading_lab.lead_in_probe [--judge DIR] [--late DIR | --no-late] [--held-out]
-    python -m grading_lab.lead_in_probe --stops [--judge DIR]
+
+The judges alone on the same files, with and without final full stops: `python -m grading_lab.stop_probe`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from app.config import DATA_DIR, JUDGE_DIR, LATE_JUDGE_DIR, Settings
 from app.grading.grader import Graders, grade_many
@@ -109,39 +108,13 @@ def run(judge_dir: Path, late_dir: Path | None, held_out: bool = False) -> list[
     return out
 
 
-def read_alone(judge_dir: Path) -> list[dict[str, Any]]:
-    """The pair judge alone, against each question's first accepted answer, on the probe's answers as
-    written, all with a final full stop and all without: its mean P(correct) on the right and the wrong
-    answers, and how many right answers it does not read as correct (argmax)."""
-    rows = probe_rows()
-    items = bank_items()
-    targets = [items[(r["file"], int(r["number"]))] for r in rows]
-    right = np.array([r["label"] == "correct" for r in rows])
-    judge = load_judge(judge_dir)
-    out = []
-    plain: Callable[[str], str] = str
-    for name, dressed in [("as written", plain), *stop_variants()]:
-        probs = judge.probabilities([(item.question, item.reference_answers[0], dressed(r["answer"]))
-                                     for item, r in zip(targets, rows, strict=True)])
-        out.append({"answers": name, "p_correct_right": round(float(probs[right, 0].mean()), 3),
-                    "p_correct_wrong": round(float(probs[~right, 0].mean()), 3),
-                    "right_not_read_correct": int((probs[right].argmax(axis=1) != 0).sum()), "right": int(right.sum())})
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--judge", type=Path, default=JUDGE_DIR, help="the pair judge's folder")
     parser.add_argument("--late", type=Path, default=LATE_JUDGE_DIR, help="the late judge's folder")
     parser.add_argument("--no-late", action="store_true", help="grade with the pair judge alone")
     parser.add_argument("--held-out", action="store_true", help="dress with the held-out openings and closings")
-    parser.add_argument("--stops", action="store_true",
-                        help="only the pair judge alone, with and without final full stops (read_alone)")
     args = parser.parse_args()
-    if args.stops:
-        for row in read_alone(args.judge):
-            print(json.dumps(row))
-        return
     rows = run(args.judge, None if args.no_late else args.late, args.held_out)
     print(f"{'dressing':<26} {'wrong graded correct':>22} {'right not correct':>19}")
     for r in rows:
