@@ -89,8 +89,8 @@ def test_an_inline_question_is_graded_with_the_head(real_encoder) -> None:  # ty
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="known weak spot (docs/GRADING.md): the foreign head was fitted over pair-judge-3's "
-                          "readings and is not refitted over the judges trained without final full stops", strict=True)
+@pytest.mark.xfail(reason="known weak spot (docs/GRADING.md): the foreign head, fitted over the judges trained "
+                          "without final full stops, reads the first of these as incorrect", strict=True)
 def test_a_right_answer_to_an_inline_question_is_correct(real_encoder) -> None:  # type: ignore[no-untyped-def]
     answer = "the heat turns the water into vapour which goes into the air"
     assert grade(prepare(PUDDLE, real_encoder), answer, real_encoder).verdict == "correct"
