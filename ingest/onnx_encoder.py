@@ -164,11 +164,11 @@ class OnnxEncoder:
             self._outputs.append(LAYER_STATES.format(states_layer))
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
         self._recent_lock = threading.Lock()
-        self._session = _session(model, self.threads)
+        self._session = cpu_session(model, self.threads)
         # Only one session per thread count: a solo session no wider than the shared one is that one.
         wider = solo_threads > self.threads
         self.solo_threads = solo_threads if wider else self.threads
-        self._solo = _session(model, solo_threads, spin=True) if wider else self._session
+        self._solo = cpu_session(model, solo_threads, spin=True) if wider else self._session
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -304,7 +304,7 @@ def states_model(folder: Path, manifest: dict[str, object], layer: int) -> Path 
     return path
 
 
-def _session(path: Path | bytes, threads: int, spin: bool = False) -> Any:
+def cpu_session(path: Path | bytes, threads: int, spin: bool = False) -> Any:
     """An onnxruntime session on `threads` threads.
 
     Idle intra-op threads sleep unless `spin`: spinning steals the cores that the request threads
@@ -323,5 +323,8 @@ def _session(path: Path | bytes, threads: int, spin: bool = False) -> Any:
     if spin:
         options.add_session_config_entry("session.force_spinning_stop", "1")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # No memory arena: each run is one short text (or one judge pair), and an arena keeps the largest
+    # run's buffers for good, per session (resident memory after the load: bench/compare_commits.py).
+    options.enable_cpu_mem_arena = False
     return ort.InferenceSession(path if isinstance(path, bytes) else str(path), options,
                                 providers=["CPUExecutionProvider"])

@@ -25,6 +25,7 @@ import numpy as np
 
 from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, ONNX_FILE, JudgeArtifactError, pair_text
 from ingest.identity import file_sha256
+from ingest.onnx_encoder import cpu_session
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +75,6 @@ class LateJudge:
     def __init__(self, folder: Path, encoder: LayerStates, threads: int | None = None,
                  manifest: dict[str, Any] | None = None) -> None:
         """`manifest`: the folder's, as `read_late_manifest` just checked it (else it is read and checked here)."""
-        import onnxruntime as ort
-
         self.manifest = manifest if manifest is not None else read_late_manifest(folder)
         self.states_layer = int(self.manifest["states_layer"])
         if encoder.states_layer != self.states_layer:
@@ -92,11 +91,7 @@ class LateJudge:
         self._encoder = encoder
         self._firsts: OrderedDict[str, np.ndarray] = OrderedDict()  # float16: about 35 KB per text
         self._lock = threading.Lock()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(str(folder / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        self._session = cpu_session(folder / ONNX_FILE, threads or min(4, os.cpu_count() or 1))
 
     def probabilities(self, triples: Sequence[tuple[str, str, str]]) -> np.ndarray:
         """One row of JUDGE_LABELS probabilities per (question, accepted answer, answer).

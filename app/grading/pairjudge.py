@@ -22,6 +22,7 @@ import numpy as np
 
 from app.grading.decision import VERDICTS
 from ingest.identity import file_sha256
+from ingest.onnx_encoder import cpu_session
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -80,8 +81,6 @@ class PairJudge:
 
     def __init__(self, folder: Path, threads: int | None = None) -> None:
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        import onnxruntime as ort
-
         self.manifest, self._tokenizer_json = _read_judge(folder)
         if tuple(self.manifest.get("labels", ())) != JUDGE_LABELS:
             raise JudgeArtifactError(f"the pair judge's labels {self.manifest.get('labels')} are not {JUDGE_LABELS}")
@@ -95,11 +94,7 @@ class PairJudge:
         self._tokenizer = self._new_tokenizer("only_first")
         self._fallback: Tokenizer | None = None
         self._fallback_lock = threading.Lock()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(str(folder / ONNX_FILE), options, providers=["CPUExecutionProvider"])
+        self._session = cpu_session(folder / ONNX_FILE, threads or min(4, os.cpu_count() or 1))
         self._inputs = {i.name for i in self._session.get_inputs()}
 
     def probabilities(self, triples: Sequence[tuple[str, str, str]]) -> np.ndarray:
