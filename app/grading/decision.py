@@ -61,7 +61,10 @@ LATE_FEATURES = (
     "late_incorrect",
     "late_wrong",  # its P(correct) + P(partial) against the nominated wrong option (0 without one)
 )
-BANK_FEATURES = (*FEATURES, *LATE_FEATURES)
+# Last, whether the answer gives the question's authored roles their own words and no side another's
+# (app/grading/roles.py: cues_confirmed; 0 or 1): the judges do not read which subject goes with which
+# claim, and both read some two-sided questions' right answers as wrong.
+BANK_FEATURES = (*FEATURES, *LATE_FEATURES, "roles_confirmed")
 FLAG_FEATURES = FEATURES[6:13]
 FLAG_OF = {"negation": "negation_mismatch"}  # the checks' own name, where it differs
 

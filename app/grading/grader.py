@@ -236,10 +236,10 @@ def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> 
 
 def bank_input(x: np.ndarray, ev: Evidence) -> np.ndarray:
     """The bank decision's features for an answer the late judge read: its decision input `x`
-    (`decision_input`), then the late judge's reading."""
+    (`decision_input`), then the late judge's reading and whether the answer confirms the roles."""
     if ev.late is None:
         raise ValueError("the bank decision needs the late judge's reading of the answer")
-    return np.concatenate([x, late_vector(ev.late[0], _on_wrong(ev.late[1:]))])
+    return np.concatenate([x, late_vector(ev.late[0], _on_wrong(ev.late[1:])), [float(ev.roles_confirmed)]])
 
 
 def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, examples: ExampleHead | None,

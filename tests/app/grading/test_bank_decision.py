@@ -63,7 +63,7 @@ def _bank(fake: FakeEncoder, item: GradingItem = QUESTION) -> Rubric:
 
 def test_the_committed_bank_decision_reads_the_decisions_inputs_and_the_late_judges() -> None:
     bank = load_bank_decision()
-    assert bank.features == BANK_FEATURES == (*FEATURES, *LATE_FEATURES)
+    assert bank.features == BANK_FEATURES == (*FEATURES, *LATE_FEATURES, "roles_confirmed")
     assert bank.weights.shape == (3, len(BANK_FEATURES))
     manifest = json.loads(BANK_DECISION_PATH.read_text(encoding="utf-8"))
     assert "late-judge" in manifest["version"] and "pair-judge" in manifest["version"]

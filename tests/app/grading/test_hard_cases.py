@@ -25,8 +25,8 @@ F000, F001, F002, F003 = ("000_78b4b506bc754b1f.txt", "001_d277a1055194c29d.txt"
 JUDGE_MISSES = {
     "it gives each rank a disjoint subset of the indices based on its rank and the world size":
         "'disjoint subset' is not read as the accepted answer's 'non-overlapping strides'",
-    "reduce-scatter sums the gradients across ranks and each rank keeps just one slice of the result":
-        "one half of a two-part answer in other words is read as wrong, not partial",
+    "Data parallelism replicates the model and splits data; model parallelism splits the model across GPUs.":
+        "both judges read this question's right answers as wrong; the bank decision grades this near copy partial",
 }
 
 
@@ -72,8 +72,7 @@ NEW = [
     # terse, with the roles right (from the written answers d..g, which no shipped model trains on): once told
     # it held the swapped misconception
     (F003, 1, "DP copies the model and splits data; MP splits the model.", "correct"),
-    # a near copy of the accepted answer that both judges read as wrong: the roles it gives each side keep
-    # the decision's verdict (data/eval/near_copies.jsonl)
+    # a near copy of the accepted answer (data/eval/near_copies.jsonl), which both judges read as wrong
     (F003, 1, "Data parallelism replicates the model and splits data; model parallelism splits the model across "
               "GPUs.", "correct"),
 ]
