@@ -323,8 +323,5 @@ def cpu_session(path: Path | bytes, threads: int, spin: bool = False) -> Any:
     if spin:
         options.add_session_config_entry("session.force_spinning_stop", "1")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    # No memory arena: each run is one short text (or one judge pair), and an arena keeps the largest
-    # run's buffers for good, per session (resident memory after the load: bench/compare_commits.py).
-    options.enable_cpu_mem_arena = False
     return ort.InferenceSession(path if isinstance(path, bytes) else str(path), options,
                                 providers=["CPUExecutionProvider"])
