@@ -12,7 +12,7 @@ import numpy as np
 
 from app.grading.align import idea_covered
 from app.grading.checks import restates_question
-from app.grading.roles import RoleSwap, cues_confirmed, cues_swapped, roles_swapped, subjects_missing
+from app.grading.roles import RoleSwap, read_roles, roles_swapped, subjects_missing
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, Signals, signals
 from app.grading.text import content_stems, has_match
@@ -157,7 +157,7 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     # A bare list of terms states no roles, whatever order its terms come in.
     roles = None if "keyword_list" in flags else rubric.roles
     wrong = _misconception(rubric, sig, sig.stems)
-    confirmed = cues_confirmed(text, roles) if roles else False
+    role_swap, confirmed = read_roles(text, roles) if roles else (None, False)
     if wrong is not None and confirmed and wrong in rubric.swapping_options:
         # The wrong option swaps the question's authored roles and the answer gives them rightly: it is
         # not stating that option's claim, however near its words are ("DP copies the model and splits
@@ -174,7 +174,7 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
         flags.append("other_question")
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
-                    other if answers_other else None, cues_swapped(text, roles) if roles else None, confirmed)
+                    other if answers_other else None, role_swap, confirmed)
 
 
 def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],

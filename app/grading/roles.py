@@ -359,27 +359,28 @@ def cues_swapped(answer: str, roles: tuple[Role, ...]) -> RoleSwap | None:
     is left out. A segment is crossed when it holds only another side's cues, confirmed when it holds
     only its own.
     """
-    if len(roles) < 2:
-        return None
-    crossed: RoleSwap | None = None
-    for side, seg_toks, hits in _readings(answer, roles):
-        others = [(k, span) for k, spans in hits.items() if k != side for span in spans]
-        if hits[side] and not others:
-            return None
-        if others and not hits[side] and crossed is None:
-            k, (a, b) = others[0]
-            crossed = RoleSwap(roles[side].name, roles[k].name, " ".join(seg_toks[a:b]))
-    return crossed
+    return read_roles(answer, roles)[0]
 
 
 def cues_confirmed(answer: str, roles: tuple[Role, ...]) -> bool:
     """Whether the answer gives some side its own words and no side another's: it cannot be stating a
     swap of the roles ("DP copies the model and splits data; MP splits the model")."""
+    return read_roles(answer, roles)[1]
+
+
+def read_roles(answer: str, roles: tuple[Role, ...]) -> tuple[RoleSwap | None, bool]:
+    """`cues_swapped` and `cues_confirmed` of one answer, its segments read once."""
     if len(roles) < 2:
-        return False
-    confirmed = False
-    for side, _, hits in _readings(answer, roles):
-        if any(spans for k, spans in hits.items() if k != side):
-            return False
-        confirmed = confirmed or bool(hits[side])
-    return confirmed
+        return None, False
+    crossed: RoleSwap | None = None
+    own, clean = False, True  # some segment holds only its own side's cues; no segment holds another's
+    for side, seg_toks, hits in _readings(answer, roles):
+        others = [(k, span) for k, spans in hits.items() if k != side for span in spans]
+        if hits[side] and not others:
+            own = True
+        if others:
+            clean = False
+            if not hits[side] and crossed is None:
+                k, (a, b) = others[0]
+                crossed = RoleSwap(roles[side].name, roles[k].name, " ".join(seg_toks[a:b]))
+    return (None if own else crossed), own and clean
