@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from app.grading.rubric import GradingItem
-from app.grading.text import unstopped
+from app.grading.text import unstopped, without_final_stops
 
 
 @dataclass(frozen=True)
@@ -293,7 +293,7 @@ def dressed(pairs: Sequence[Pair], seed: int) -> list[Pair]:
 def destopped(pairs: Sequence[Pair]) -> list[Pair]:
     """The pairs, each answer without its final full stops (one that is nothing else is kept), the
     labels kept."""
-    return [Pair(p.question, p.reference, unstopped(p.answer) or p.answer, p.label, p.kind, p.group) for p in pairs]
+    return [Pair(p.question, p.reference, without_final_stops(p.answer), p.label, p.kind, p.group) for p in pairs]
 
 
 def restopped(pairs: Sequence[Pair], seed: int) -> list[Pair]:

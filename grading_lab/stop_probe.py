@@ -26,7 +26,7 @@ from app.config import DATA_DIR, JUDGE_DIR, LATE_JUDGE_DIR, Settings
 from app.grading.decision import VERDICTS
 from app.grading.grader import Graders, grade_many
 from app.grading.judges import Judge, load_judge, offline_late_judge
-from app.grading.text import unstopped
+from app.grading.text import without_final_stops
 from grading_lab.devset import read_rows
 from grading_lab.evaluation import MemoEncoder, bank_items, rubrics_of
 from grading_lab.logreg import macro_f1
@@ -35,8 +35,8 @@ DEFAULT_FILES = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "near_copi
                  *(DATA_DIR / "train" / f"written_answers_{s}.jsonl" for s in "defg"))
 FORMS: tuple[tuple[str, Callable[[str], str]], ...] = (
     ("as written", lambda a: a),
-    ("no final stop", lambda a: unstopped(a) or a),
-    ("every one with a final stop", lambda a: (unstopped(a) or a) + "."),
+    ("no final stop", without_final_stops),
+    ("every one with a final stop", lambda a: without_final_stops(a) + "."),
 )
 
 

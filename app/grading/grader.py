@@ -17,7 +17,7 @@ from app.grading.judge import Evidence, caught, decision_feedback, evidence, jud
 from app.grading.judges import Judge, default_judge, default_late_judge
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, load_model, signals
-from app.grading.text import content_stems, unstopped
+from app.grading.text import content_stems, without_final_stops
 from ingest.embedder import Encoder
 
 
@@ -99,7 +99,7 @@ def _precheck(rubric: Rubric, answer: str, choice: str | None) -> _Pending:
         flags.append("keyword_list")
     # The rest reads the answer without its final full stops: a stop says nothing about what an answer
     # means, and the judges were trained without them (grading_lab/judge_train.py: Recipe.no_stops).
-    return _Pending(unstopped(text) or text, flags)
+    return _Pending(without_final_stops(text), flags)
 
 
 def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralModel) -> GradeResult:

@@ -316,6 +316,11 @@ def unstopped(answer: str) -> str:
     return answer.rstrip().rstrip(".").rstrip()
 
 
+def without_final_stops(answer: str) -> str:
+    """The answer without its final full stops, or as it is when it is nothing else ("...")."""
+    return unstopped(answer) or answer
+
+
 @text_cache()  # options and references are normalised again for every answer
 def normalise_option(text: str) -> str:
     """Case- and punctuation-insensitive form used for exact option matching."""

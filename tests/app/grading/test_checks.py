@@ -17,7 +17,7 @@ from app.grading.checks import (
     strip_lead_in,
 )
 from app.grading.roles import clauses_swapped, markers_swapped, reference_clauses, subjects_missing
-from app.grading.text import StemSet, content_stems, has_match, stems_match
+from app.grading.text import StemSet, content_stems, has_match, stems_match, without_final_stops
 from tests.fakes import FakeEncoder
 
 DP_Q = "What is the difference between data parallelism and model parallelism?"
@@ -298,3 +298,11 @@ def test_an_evasive_answer_stays_evasive_with_its_edges_cut(fake: FakeEncoder) -
     rubric = prepare(GradingItem("What does all-gather do?", ["every rank ends up with the full tensor"]), fake)
     result = grade(rubric, "Honestly, no idea, something about GPUs", fake)
     assert result.verdict == "incorrect" and "evasive" in result.flags
+
+
+@pytest.mark.parametrize(("answer", "read"), [
+    ("ring all-reduce.", "ring all-reduce"), ("ring all-reduce ..  ", "ring all-reduce"),
+    ("ring all-reduce", "ring all-reduce"), ("it is 2.5", "it is 2.5"), ("...", "..."), ("", ""),
+])
+def test_an_answer_is_read_without_its_final_stops_unless_it_is_nothing_else(answer: str, read: str) -> None:
+    assert without_final_stops(answer) == read
