@@ -28,8 +28,9 @@ from typing import Any
 from app.config import DATA_DIR, JUDGE_DIR, LATE_JUDGE_DIR, Settings
 from app.grading.grader import Graders, grade_many
 from app.grading.judges import load_judge, offline_late_judge
+from app.grading.text import without_final_stops
 from grading_lab.evaluation import MemoEncoder, bank_items, rubrics_of
-from grading_lab.stop_probe import FORMS
+from grading_lab.stop_probe import with_final_stop
 
 PROBE_OPENINGS = (
     "Honestly, ", "To be honest, ", "Hm okay, ", "Mostly, ", "As I understand it, ", "My take: ",
@@ -75,10 +76,8 @@ Variant = tuple[str, Callable[[str], str]]  # a name, and how an answer is dress
 
 
 def stop_variants() -> list[Variant]:
-    """Every answer with a final full stop, and every answer without one (grading_lab/stop_probe.py: FORMS)."""
-    forms = dict(FORMS)
-    return [("(every one ends in '.')", forms["every one with a final stop"]),
-            ("(none ends in '.')", forms["no final stop"])]
+    """Every answer with a final full stop, and every answer without one, as grading_lab/stop_probe.py forms them."""
+    return [("(every one ends in '.')", with_final_stop), ("(none ends in '.')", without_final_stops)]
 
 
 def variants(held_out: bool = False) -> list[Variant]:

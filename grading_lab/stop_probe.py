@@ -33,10 +33,17 @@ from grading_lab.logreg import macro_f1
 
 DEFAULT_FILES = (DATA_DIR / "eval" / "dev.jsonl", DATA_DIR / "eval" / "near_copies.jsonl",
                  *(DATA_DIR / "train" / f"written_answers_{s}.jsonl" for s in "defg"))
+
+
+def with_final_stop(answer: str) -> str:
+    """The answer ending in one full stop."""
+    return without_final_stops(answer) + "."
+
+
 FORMS: tuple[tuple[str, Callable[[str], str]], ...] = (
     ("as written", lambda a: a),
     ("no final stop", without_final_stops),
-    ("every one with a final stop", lambda a: without_final_stops(a) + "."),
+    ("every one with a final stop", with_final_stop),
 )
 
 
