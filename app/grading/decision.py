@@ -64,7 +64,11 @@ LATE_FEATURES = (
 # Last, whether the answer gives the question's authored roles their own words and no side another's
 # (app/grading/roles.py: cues_confirmed; 0 or 1): the judges do not read which subject goes with which
 # claim, and both read some two-sided questions' right answers as wrong.
-BANK_FEATURES = (*FEATURES, *LATE_FEATURES, "roles_confirmed")
+# Then how much the answer says beyond the question's own words (app/grading/judge.py: Evidence.beyond_question,
+# as min(count, BEYOND_CAP) / BEYOND_CAP): evasions restate the question or say something true of anything, and
+# both judges read many of them as partial answers.
+BANK_FEATURES = (*FEATURES, *LATE_FEATURES, "roles_confirmed", "beyond_question")
+BEYOND_CAP = 3
 FLAG_FEATURES = FEATURES[6:13]
 FLAG_OF = {"negation": "negation_mismatch"}  # the checks' own name, where it differs
 

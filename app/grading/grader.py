@@ -9,7 +9,15 @@ import numpy as np
 
 from app.grading.checks import is_evasive, is_keyword_list, strip_empty_edges, strip_injection, strip_lead_in
 from app.grading.choice import exact_match, is_bare_letter
-from app.grading.decision import VERDICTS, Decision, feature_vector, late_vector, load_bank_decision, load_decision
+from app.grading.decision import (
+    BEYOND_CAP,
+    VERDICTS,
+    Decision,
+    feature_vector,
+    late_vector,
+    load_bank_decision,
+    load_decision,
+)
 from app.grading.examples import ExampleHead, example_features, load_head, usable
 from app.grading.foreign import ForeignHead, applies, load_foreign
 from app.grading.heads import head_verdict, with_p_correct
@@ -236,10 +244,12 @@ def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> 
 
 def bank_input(x: np.ndarray, ev: Evidence) -> np.ndarray:
     """The bank decision's features for an answer the late judge read: its decision input `x`
-    (`decision_input`), then the late judge's reading and whether the answer confirms the roles."""
+    (`decision_input`), then the late judge's reading, whether the answer confirms the roles, and how much
+    it says beyond the question's words."""
     if ev.late is None:
         raise ValueError("the bank decision needs the late judge's reading of the answer")
-    return np.concatenate([x, late_vector(ev.late[0], _on_wrong(ev.late[1:])), [float(ev.roles_confirmed)]])
+    return np.concatenate([x, late_vector(ev.late[0], _on_wrong(ev.late[1:])),
+                           [float(ev.roles_confirmed), min(ev.beyond_question, BEYOND_CAP) / BEYOND_CAP]])
 
 
 def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, examples: ExampleHead | None,

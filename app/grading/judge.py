@@ -142,6 +142,9 @@ class Evidence:
     other_question: str | None  # that question, when the answer is flagged as answering it
     role_swap: RoleSwap | None = None  # a swap of the question's authored roles (data/roles.yaml)
     roles_confirmed: bool = False  # the answer gives the authored roles their own words, and none another's
+    # How many of the answer's stems are words of the accepted answers or the explanation that the question
+    # does not hold (Rubric.beyond_question): none for an answer that restates the question or speaks vaguely.
+    beyond_question: int = 0
     # The late judge's probabilities for the pairs the pair judge read (accepted answer, then the wrong
     # option if any), on a bank question that no head grades; else None.
     late: np.ndarray | None = None
@@ -174,7 +177,8 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
         flags.append("other_question")
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
-                    other if answers_other else None, role_swap, confirmed)
+                    other if answers_other else None, role_swap, confirmed,
+                    sum(1 for s in set(sig.stems) if has_match(s, rubric.beyond_question)))
 
 
 def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],

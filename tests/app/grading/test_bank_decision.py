@@ -15,6 +15,7 @@ from app.grading import Graders, GradingItem, grade, prepare
 from app.grading.decision import (
     BANK_DECISION_PATH,
     BANK_FEATURES,
+    BEYOND_CAP,
     DECISION_PATH,
     FEATURES,
     LATE_FEATURES,
@@ -23,8 +24,11 @@ from app.grading.decision import (
     load_decision,
 )
 from app.grading.examples import MIN_EXAMPLES
+from app.grading.grader import bank_input
+from app.grading.judge import evidence
 from app.grading.judges import offline_late_judge
 from app.grading.rubric import Rubric, attach_neighbours
+from app.grading.scoring import load_model
 from grading_lab.evaluation import bank_items
 from tests.fakes import FakeEncoder
 
@@ -63,7 +67,7 @@ def _bank(fake: FakeEncoder, item: GradingItem = QUESTION) -> Rubric:
 
 def test_the_committed_bank_decision_reads_the_decisions_inputs_and_the_late_judges() -> None:
     bank = load_bank_decision()
-    assert bank.features == BANK_FEATURES == (*FEATURES, *LATE_FEATURES, "roles_confirmed")
+    assert bank.features == BANK_FEATURES == (*FEATURES, *LATE_FEATURES, "roles_confirmed", "beyond_question")
     assert bank.weights.shape == (3, len(BANK_FEATURES))
     manifest = json.loads(BANK_DECISION_PATH.read_text(encoding="utf-8"))
     assert "late-judge" in manifest["version"] and "pair-judge" in manifest["version"]
@@ -192,3 +196,18 @@ def test_an_answer_giving_the_roles_their_own_words_is_not_settled_by_the_judges
     assert grade(without, right, fake, graders=graders).verdict == "incorrect"  # no roles to read: the rule holds
     swapped = "Model parallelism replicates the model and splits the data; data parallelism splits the model"
     assert grade(with_roles, swapped, fake, graders=graders).verdict == "incorrect"
+
+
+@pytest.mark.parametrize(("answer", "beyond"), [
+    ("all-gather is the collective that does the gathering", 0),  # the question's words again
+    ("it depends on the setup, each way has its pros and cons", 0),  # true of anything
+    ("every rank ends up with the full tensor", 4),  # ends up with, every rank, the full tensor
+    ("each rank gets every chunk", 2),
+])
+def test_the_bank_decision_reads_what_an_answer_says_beyond_the_question(fake: FakeEncoder, answer: str,
+                                                                            beyond: int) -> None:
+    rubric = _bank(fake)
+    ev = evidence(rubric, answer, fake.encode([answer])[0], [], load_model())
+    assert ev.beyond_question == beyond
+    x = bank_input(np.zeros(len(FEATURES)), replace(ev, late=np.zeros((1, 3))))
+    assert x.shape == (len(BANK_FEATURES),) and x[-1] == min(beyond, BEYOND_CAP) / BEYOND_CAP
