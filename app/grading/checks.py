@@ -51,8 +51,11 @@ _SPLIT_CLAUSES = re.compile(r"[;.!?\n]+|,\s*(?:while|whereas|but)\s+|\s+(?:while
 
 # "I am not sure, something about GPUs": a hedge that opens the answer, and next to nothing after it.
 _HEDGE_OPENER = re.compile(
-    r"^\s*(?:i\s*(?:am|'m)\s+not\s+sure|not\s+sure|no\s+idea|no\s+clue|idk|dunno|"
-    r"i\s*(?:do\s*n[o']?t|dont)\s+(?:really\s+)?know|i\s+(?:can'?t|cannot)\s+remember)\b[\s,.;:!-]*(?P<rest>.*)$",
+    r"^\s*(?:(?:i\s*(?:am|'m)\s+)?not\s+(?:really\s+|quite\s+|totally\s+|entirely\s+|100\s*%\s+)?sure|"
+    r"(?:i\s+(?:have|got)\s+)?(?:no|not\s+a)\s+(?:real\s+)?(?:idea|clue)|idk|dunno|beats\s+me|"
+    r"i\s*(?:do\s*n[o']?t|dont)\s+(?:really\s+)?know|i\s+forg[eo]t|"
+    r"i\s*(?:can'?t|cannot|do\s*n[o']?t|dont)\s+(?:really\s+)?(?:remember|recall)|"
+    r"i(?:\s*am|'m)\s+(?:blanking|drawing\s+a\s+blank))\b[\s,.;:!-]*(?P<rest>.*)$",
     re.IGNORECASE,
 )
 HEDGE_CONTENT = 3  # at most this many content words after a hedge, and the answer says nothing

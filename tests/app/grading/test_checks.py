@@ -112,6 +112,25 @@ def test_terse_answers_are_not_evasive(answer: str) -> None:
     assert not is_evasive(answer)
 
 
+@pytest.mark.parametrize("answer", [
+    "not really sure, something about NCCL", "I forgot, it has to do with GPUs", "beats me", "I have no idea tbh",
+    "no real idea, the GPU stuff", "I can't recall, something with rings", "I'm blanking, sorry", "i dont remember",
+    "Not quite sure... the ring thing?",
+])
+def test_a_hedge_with_next_to_nothing_after_it_is_evasive(answer: str) -> None:
+    assert is_evasive(answer)
+
+
+@pytest.mark.parametrize("answer", [
+    "not 100% sure but I think the FP32 master weights are sharded across the GPUs with ZeRO",
+    "I forget the name but it sums the gradients across ranks and gives everyone the result",
+    "not really sure, but each rank gets a disjoint slice of the indices",
+    "No, the idea is that every rank ends up with the full tensor",
+])
+def test_a_hedged_answer_that_says_something_is_not_evasive(answer: str) -> None:
+    assert not is_evasive(answer)
+
+
 def test_restating_the_question_is_evasive() -> None:
     question = "Which metric best quantifies communication efficiency in an AllReduce operation?"
     assert restates_question("the efficiency metric", question, coverage=0.0)
