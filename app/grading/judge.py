@@ -178,7 +178,7 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
                     other if answers_other else None, role_swap, confirmed,
-                    sum(1 for s in set(sig.stems) if has_match(s, rubric.beyond_question)))
+                    sum(1 for s in sig.stems if has_match(s, rubric.beyond_question)))
 
 
 def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
