@@ -9,6 +9,11 @@ a correct answer is the only signal. As many right answers are made as wrong one
 hedged, verbose, the author's other accepted wordings), so that the judge does not learn that a
 short or misspelt answer is wrong.
 
+An evasion names the question's subject and claims nothing (`evasion_pairs`): "activation
+recomputation is something that matters a lot in multi-GPU training". Each comes beside the same
+subject followed by an accepted answer, labelled correct, so that the subject is no sign either way.
+They are an option of the judge's recipe (`Recipe.evasions`).
+
 The same near misses are also made from the written right answers (`written_contrasts`): a negation
 or a swap of a reference teaches the judge that reference's words; one of a terse, typo'd or
 reworded right answer teaches it that the change, not the style, makes the answer wrong. They are
@@ -307,4 +312,69 @@ def restopped(pairs: Sequence[Pair], seed: int) -> list[Pair]:
         stop = rng.random() < 0.5
         answer = p.answer if not bare or bare[-1] in "!?" else bare + "." if stop else bare
         out.append(Pair(p.question, p.reference, answer, p.label, p.kind, p.group))
+    return out
+
+
+# Evasions: the question's own subject in a frame that says nothing this question's answer says. Both
+# judges read most written evasions as partial (docs/GRADING.md, "Known weak spots"): their training
+# answers that are wrong differ from a right one by a claim, and an answer with no claim at all was
+# only ever one of the fixed HEDGES above, which name no subject.
+EVASION_FRAMES = (
+    "{t} is something that matters a lot in multi-GPU training",
+    "it's about {t}, and it really depends on the setup",
+    "{t} is a technique used in distributed training to make things faster",
+    "{t} has to do with how the GPUs work together",
+    "basically {t}, it helps with performance at scale",
+    "{t}: there are pros and cons, it depends on the model and the hardware",
+    "well {t} is an important concept for large models",
+    "{t} is used when you train on many GPUs, it's part of the framework",
+    "I remember {t} from the lecture, it's about efficiency",
+    "{t} is one of the key ideas of distributed training",
+    "you need {t} for big training jobs, otherwise things get slow",
+    "{t} is handled by the library, so you usually don't have to think about it",
+    "in short {t} is an optimization for multi-node clusters",
+    "{t} comes up with large language models on GPU clusters",
+)
+# The question's subject: a quoted term where there is one, else the question without its
+# question words and without what it asks of its subject.
+_QUOTED = re.compile(r"(?<![A-Za-z])'([^']{3,})'")
+_ASKING = re.compile(
+    r"^(?:in [^,]+,\s*)?(?:what|which|how|why|when|where)\s+"
+    r"(?:is|are|does|do|did|can|problem does|combination of parallelism is|software layer|"
+    r"NVIDIA (?:framework|GPU) feature|metric|technique)?\s*", re.IGNORECASE)
+_ASKS_OF = re.compile(
+    r"\s+(?:and\s+(?:what|which|why|how|where|when)|and\s+its|refer|enable|allow|ensure|handle|interact|differ|"
+    r"reduce|mitigate|solve|sit|quantif|typically|used|in the context|in a |in multi|in large|in NVIDIA|"
+    r"for distributed|for GPU|do\b|mean)\b.*$|,\s*(?:which|what)\b.*$", re.IGNORECASE)
+_ASKED_VERB = re.compile(r"^(?:allows|enables|best quantifies|reduces latency by)\s+", re.IGNORECASE)
+
+
+def question_subject(question: str) -> str | None:
+    """What the question is about, in its own words ('pipeline bubble', 'the difference between data
+    parallelism and model parallelism'), or None where nothing of three letters or more is left."""
+    quoted = _QUOTED.search(question)
+    if quoted:
+        return quoted.group(1)
+    text = question.strip().rstrip("?")
+    text = _ASKED_VERB.sub("", _ASKING.sub("", text))
+    text = _ASKS_OF.sub("", text).strip(" ,")
+    return text if len(text) >= 3 else None
+
+
+def evasion_pairs(items: Sequence[GradingItem], seed: int = 13) -> list[Pair]:
+    """For each accepted answer of each bank question, two evasions that name the question's subject and
+    say nothing of the answer (incorrect), and the same subject followed by the accepted answer
+    (correct), so that naming the subject is no sign either way and the claim after it is the signal."""
+    rng = random.Random(seed)
+    out: list[Pair] = []
+    for item in items:
+        subject = question_subject(item.question)
+        if subject is None:
+            continue
+        group = item.key or item.question
+        for ref in dict.fromkeys(item.reference_answers):
+            for frame in rng.sample(EVASION_FRAMES, 2):
+                evasion = frame.format(t=subject)
+                out.append(Pair(item.question, ref, evasion[0].upper() + evasion[1:], "incorrect", "evasion", group))
+            out.append(Pair(item.question, ref, f"{subject}: {casual(ref)}", "correct", "subject_then_answer", group))
     return out

@@ -33,7 +33,7 @@ from app.config import DATA_DIR, JUDGE_DIR, PROJECT_ROOT
 from app.grading.pairjudge import JUDGE_LABELS, MANIFEST, MAX_LENGTH, ONNX_FILE, PairJudge, pair_text
 from app.grading.rubric import GradingItem
 from grading_lab.asag import ASAG_DIR
-from grading_lab.contrasts import Pair, bank_pairs, destopped, dressed, restopped, written_contrasts
+from grading_lab.contrasts import Pair, bank_pairs, destopped, dressed, evasion_pairs, restopped, written_contrasts
 from grading_lab.evaluation import bank_items
 from ingest.embedder import resolve_model_path
 from ingest.identity import file_sha256
@@ -106,6 +106,11 @@ class Recipe:
     # stop far more often when they are wrong (docs/GRADING.md, "Final full stops"), and a judge that
     # never sees one cannot take it for a sign of either. A manifest without the field predates it (False).
     no_stops: bool = True
+    # The bank's evasions (grading_lab/contrasts.py: evasion_pairs), bank_repeat times one pass: the
+    # question's subject in a frame that claims nothing (incorrect), beside the subject followed by an
+    # accepted answer (correct). False for the shipped judges: a late judge trained with them read the
+    # dev set's evasions no better and its typo'd right answers worse (docs/GRADING.md, "Evasions").
+    evasions: bool = False
 
 
 # The late judge's recipe (`tutor models train-judge --late`): four frozen layers and two joined. The
@@ -126,6 +131,7 @@ def recipe_of(manifest: dict[str, Any]) -> Recipe:
     if "asag" in recorded:
         recorded["asag"] = tuple(recorded["asag"])
     recorded.setdefault("no_stops", False)  # judges before the option read answers as written
+    recorded.setdefault("evasions", False)  # and without the bank's evasions
     return Recipe(**recorded)
 
 
@@ -202,7 +208,8 @@ def training_pairs(recipe: Recipe) -> list[Pair]:
     """The public pairs (less the held-out fold, if any), the bank's contrast pairs and the written
     training answers, each repeated as the recipe says."""
     items = bank_items()
-    bank = bank_pairs([items[k] for k in sorted(items)], seed=recipe.seed)
+    ordered = [items[k] for k in sorted(items)]
+    bank = bank_pairs(ordered, seed=recipe.seed) + (evasion_pairs(ordered, recipe.seed) if recipe.evasions else [])
     public = [p for p in asag_pairs(recipe.asag)
               if recipe.holdout is None or holdout_fold(p.group, recipe.seed) != recipe.holdout]
     written = answer_pairs(items)

@@ -319,6 +319,9 @@ def models_train_judge(
     question: Annotated[bool, typer.Option(
         help="the judge reads the question after the accepted answer (--no-question: a shorter input, for comparison)")]
         = True,
+    evasions: Annotated[bool, typer.Option(
+        "--evasions", help="train on the bank's evasions too (for comparison; grading_lab/contrasts.py: "
+             "evasion_pairs)")] = False,
     distil_from: Annotated[Path | None, typer.Option(
         help="distil from this trained judge's probabilities as well as the labels (for comparison)")] = None,
     distil: Annotated[float, typer.Option(help="with --distil-from: the teacher's share of the loss (0-1)")] = 0.5,
@@ -347,7 +350,7 @@ def models_train_judge(
     other_recipe = {"--holdout": holdout is not None, "--layers": layers is not None,
                     "--written-contrasts": written_contrasts != 0, "--lead-ins": lead_ins != 0,
                     "--random-stops": random_stops, "--stops": stops,
-                    "--no-question": not question,
+                    "--no-question": not question, "--evasions": evasions,
                     "--distil-from": distil_from is not None, "--late": late}
     run = {"--epochs": epochs is not None, "--out": out is not None, "--no-measure": not measure}
     if crossfit:
@@ -369,7 +372,7 @@ def models_train_judge(
         return
     recipe = replace(Recipe(), holdout=holdout, layers=layers, written_contrasts_repeat=written_contrasts,
                      question=question, lead_ins=lead_ins, random_stops=random_stops,
-                     no_stops=not (stops or random_stops))
+                     no_stops=not (stops or random_stops), evasions=evasions)
     if distil_from is not None:
         teacher = distil_from.resolve()
         if not 0 < distil <= 1 or not teacher.is_relative_to(PROJECT_ROOT) or not (teacher / MANIFEST).is_file():
@@ -380,11 +383,12 @@ def models_train_judge(
         recipe = replace(recipe, epochs=epochs)
     if late:
         given = [name for name, changed in other_recipe.items()
-                 if changed and name not in ("--late", "--holdout", "--stops")]
+                 if changed and name not in ("--late", "--holdout", "--stops", "--evasions")]
         if given:
             err.print(f"[red]--late trains the late judge's recipe; it takes no {', '.join(given)}[/]")
             raise typer.Exit(2)
-        recipe = replace(LATE_RECIPE, epochs=epochs or LATE_RECIPE.epochs, holdout=holdout, no_stops=not stops)
+        recipe = replace(LATE_RECIPE, epochs=epochs or LATE_RECIPE.epochs, holdout=holdout, no_stops=not stops,
+                         evasions=evasions)
     if any(changed for name, changed in other_recipe.items() if name != "--late") and out is None:
         err.print("[red]a held-out, shallower, other-input or other-data run needs --out: not the shipped judge[/]")
         raise typer.Exit(2)

@@ -138,11 +138,13 @@ def test_the_recipe_read_back_from_the_shipped_judges_manifest_is_the_one_it_was
         recipe_of({"recipe": {**shipped.manifest["recipe"], "dropout_of_the_future": 0.3}})
     older = {k: v for k, v in shipped.manifest["recipe"].items() if k != "no_stops"}
     assert not recipe_of({"recipe": older}).no_stops  # a judge from before the option read final stops
+    older = {k: v for k, v in shipped.manifest["recipe"].items() if k != "evasions"}
+    assert not recipe_of({"recipe": older}).evasions  # nor was it trained on the bank's evasions
 
 
 @pytest.mark.parametrize("option", [["--layers", "3"], ["--no-question"], ["--written-contrasts", "1"],
                                     ["--lead-ins", "1"], ["--epochs", "1"], ["--holdout", "0"], ["--out", "elsewhere"],
-                                    ["--distil-from", "models/judge"]])
+                                    ["--distil-from", "models/judge"], ["--evasions"]])
 def test_crossfit_refuses_an_option_it_would_not_follow(option: list[str], tmp_path: Path) -> None:
     """The fold judges are made with the shipped judge's recipe: an option that would change it is an error
     named in the message, before any training starts, not an option silently passed over."""
@@ -324,3 +326,13 @@ def test_no_stops_leave_no_training_answer_with_a_final_full_stop() -> None:
     kept = [Pair("q", "r", "Is it?", "correct", "k", "g"), Pair("q", "r", "...", "incorrect", "k", "g"),
             Pair("q", "r", "It splits it. Then sums.", "correct", "k", "g")]
     assert [p.answer for p in destopped(kept)] == ["Is it?", "...", "It splits it. Then sums"]
+
+
+@pytest.mark.parametrize("args", [["--evasions"], ["--late", "--evasions"], ["--late", "--layers", "3"]])
+def test_a_judge_of_another_recipe_is_never_written_over_a_shipped_one(args: list[str], tmp_path: Path) -> None:
+    """A recipe option is for comparison: without --out, the run is refused before any training starts
+    (and --late refuses the options its recipe has no use for)."""
+    result = CliRunner().invoke(app, ["models", "train-judge", *args], env={"HOME": str(tmp_path)})
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.output.split())
+    assert ("needs --out" in said) if "--layers" not in args else ("takes no --layers" in said)
