@@ -67,7 +67,11 @@ LATE_FEATURES = (
 # Last, how much the answer says beyond the question's own words (app/grading/judge.py: Evidence.beyond_question,
 # as min(count, BEYOND_CAP) / BEYOND_CAP): evasions restate the question or say something true of anything, and
 # both judges read many of them as partial answers.
-BANK_FEATURES = (*FEATURES, *LATE_FEATURES, "roles_confirmed", "beyond_question")
+# Then how far the two judges agree, class by class: the product of their probabilities (pair judge's
+# times late judge's) of correct, partial and incorrect. Logistic weights over each judge's log-probabilities
+# add the two readings up; the products let one judge's reading count for more where the other agrees.
+AGREEMENT_FEATURES = ("both_correct", "both_partial", "both_incorrect")
+BANK_FEATURES = (*FEATURES, *LATE_FEATURES, "roles_confirmed", "beyond_question", *AGREEMENT_FEATURES)
 BEYOND_CAP = 3
 FLAG_FEATURES = FEATURES[6:13]
 FLAG_OF = {"negation": "negation_mismatch"}  # the checks' own name, where it differs

@@ -11,6 +11,7 @@ from app.grading.checks import is_evasive, is_keyword_list, strip_empty_edges, s
 from app.grading.choice import exact_match, is_bare_letter
 from app.grading.decision import (
     BEYOND_CAP,
+    FEATURES,
     VERDICTS,
     Decision,
     feature_vector,
@@ -244,12 +245,17 @@ def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> 
 
 def bank_input(x: np.ndarray, ev: Evidence) -> np.ndarray:
     """The bank decision's features for an answer the late judge read: its decision input `x`
-    (`decision_input`), then the late judge's reading, whether the answer confirms the roles, and how much
-    it says beyond the question's words."""
+    (`decision_input`), then the late judge's reading, whether the answer confirms the roles, how much
+    it says beyond the question's words, and how far the two judges agree."""
     if ev.late is None:
         raise ValueError("the bank decision needs the late judge's reading of the answer")
-    return np.concatenate([x, late_vector(ev.late[0], _on_wrong(ev.late[1:])),
-                           [float(ev.roles_confirmed), min(ev.beyond_question, BEYOND_CAP) / BEYOND_CAP]])
+    late = late_vector(ev.late[0], _on_wrong(ev.late[1:]))
+    both = np.exp(x[_PAIR_READING]) * np.exp(late[:3])  # each judge's probabilities, floored as the logs are
+    return np.concatenate([x, late, [float(ev.roles_confirmed), min(ev.beyond_question, BEYOND_CAP) / BEYOND_CAP],
+                           both])
+
+
+_PAIR_READING = slice(FEATURES.index("judge_correct"), FEATURES.index("judge_incorrect") + 1)
 
 
 def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, examples: ExampleHead | None,

@@ -13,6 +13,7 @@ import pytest
 
 from app.grading import Graders, GradingItem, grade, prepare
 from app.grading.decision import (
+    AGREEMENT_FEATURES,
     BANK_DECISION_PATH,
     BANK_FEATURES,
     BEYOND_CAP,
@@ -67,7 +68,8 @@ def _bank(fake: FakeEncoder, item: GradingItem = QUESTION) -> Rubric:
 
 def test_the_committed_bank_decision_reads_the_decisions_inputs_and_the_late_judges() -> None:
     bank = load_bank_decision()
-    assert bank.features == BANK_FEATURES == (*FEATURES, *LATE_FEATURES, "roles_confirmed", "beyond_question")
+    assert bank.features == BANK_FEATURES == (*FEATURES, *LATE_FEATURES, "roles_confirmed", "beyond_question",
+                                              *AGREEMENT_FEATURES)
     assert bank.weights.shape == (3, len(BANK_FEATURES))
     manifest = json.loads(BANK_DECISION_PATH.read_text(encoding="utf-8"))
     assert "late-judge" in manifest["version"] and "pair-judge" in manifest["version"]
@@ -210,4 +212,20 @@ def test_the_bank_decision_reads_what_an_answer_says_beyond_the_question(fake: F
     ev = evidence(rubric, answer, fake.encode([answer])[0], [], load_model())
     assert ev.beyond_question == beyond
     x = bank_input(np.zeros(len(FEATURES)), replace(ev, late=np.zeros((1, 3))))
-    assert x.shape == (len(BANK_FEATURES),) and x[-1] == min(beyond, BEYOND_CAP) / BEYOND_CAP
+    at = BANK_FEATURES.index("beyond_question")
+    assert x.shape == (len(BANK_FEATURES),) and x[at] == min(beyond, BEYOND_CAP) / BEYOND_CAP
+
+
+def test_the_bank_decision_reads_how_far_the_two_judges_agree(fake: FakeEncoder) -> None:
+    """The products of the two judges' probabilities, class by class: large only where both read the
+    answer alike."""
+    rubric = _bank(fake)
+    answer = "every rank ends up with the full tensor"
+    ev = evidence(rubric, answer, fake.encode([answer])[0], [], load_model())
+    x = np.zeros(len(FEATURES))
+    x[FEATURES.index("judge_correct"):FEATURES.index("judge_incorrect") + 1] = np.log([0.8, 0.1, 0.1])
+    both = slice(BANK_FEATURES.index("both_correct"), BANK_FEATURES.index("both_incorrect") + 1)
+    alike = bank_input(x, replace(ev, late=np.array([[0.9, 0.05, 0.05]])))[both]
+    apart = bank_input(x, replace(ev, late=np.array([[0.05, 0.05, 0.9]])))[both]
+    assert alike == pytest.approx([0.72, 0.005, 0.005])
+    assert apart == pytest.approx([0.04, 0.005, 0.09])
