@@ -109,7 +109,7 @@ class Recipe:
     # The bank's evasions (grading_lab/contrasts.py: evasion_pairs), bank_repeat times one pass: the
     # question's subject in a frame that claims nothing (incorrect), beside the subject followed by an
     # accepted answer (correct). False for the shipped judges: a late judge trained with them read the
-    # dev set's evasions no better and its typo'd right answers worse (docs/GRADING.md, "Evasions").
+    # dev set's evasions no better and its typo'd right answers worse (docs/GRADING.md, "Known weak spots").
     evasions: bool = False
 
 

@@ -64,7 +64,7 @@ LATE_FEATURES = (
 # Then whether the answer gives the question's authored roles their own words and no side another's
 # (app/grading/roles.py: cues_confirmed; 0 or 1): the judges do not read which subject goes with which
 # claim, and both read some two-sided questions' right answers as wrong.
-# Last, how much the answer says beyond the question's own words (app/grading/judge.py: Evidence.beyond_question,
+# Then how much the answer says beyond the question's own words (app/grading/judge.py: Evidence.beyond_question,
 # as min(count, BEYOND_CAP) / BEYOND_CAP): evasions restate the question or say something true of anything, and
 # both judges read many of them as partial answers.
 # Then how far the two judges agree, class by class: the product of their probabilities (pair judge's

@@ -243,6 +243,9 @@ def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> 
                           sig.sim_explanation, sig.on_topic)
 
 
+_PAIR_READING = slice(FEATURES.index("judge_correct"), FEATURES.index("judge_incorrect") + 1)  # in `x`
+
+
 def bank_input(x: np.ndarray, ev: Evidence) -> np.ndarray:
     """The bank decision's features for an answer the late judge read: its decision input `x`
     (`decision_input`), then the late judge's reading, whether the answer confirms the roles, how much
@@ -253,9 +256,6 @@ def bank_input(x: np.ndarray, ev: Evidence) -> np.ndarray:
     both = np.exp(x[_PAIR_READING]) * np.exp(late[:3])  # each judge's probabilities, floored as the logs are
     return np.concatenate([x, late, [float(ev.roles_confirmed), min(ev.beyond_question, BEYOND_CAP) / BEYOND_CAP],
                            both])
-
-
-_PAIR_READING = slice(FEATURES.index("judge_correct"), FEATURES.index("judge_incorrect") + 1)
 
 
 def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, examples: ExampleHead | None,

@@ -328,11 +328,12 @@ def test_no_stops_leave_no_training_answer_with_a_final_full_stop() -> None:
     assert [p.answer for p in destopped(kept)] == ["Is it?", "...", "It splits it. Then sums"]
 
 
-@pytest.mark.parametrize("args", [["--evasions"], ["--late", "--evasions"], ["--late", "--layers", "3"]])
-def test_a_judge_of_another_recipe_is_never_written_over_a_shipped_one(args: list[str], tmp_path: Path) -> None:
+@pytest.mark.parametrize(("args", "said"), [(["--evasions"], "needs --out"), (["--late", "--evasions"], "needs --out"),
+                                           (["--late", "--layers", "3"], "takes no --layers")])
+def test_a_judge_of_another_recipe_is_never_written_over_a_shipped_one(args: list[str], said: str,
+                                                                       tmp_path: Path) -> None:
     """A recipe option is for comparison: without --out, the run is refused before any training starts
     (and --late refuses the options its recipe has no use for)."""
     result = CliRunner().invoke(app, ["models", "train-judge", *args], env={"HOME": str(tmp_path)})
     assert result.exit_code == 2, result.output
-    said = " ".join(result.output.split())
-    assert ("needs --out" in said) if "--layers" not in args else ("takes no --layers" in said)
+    assert said in " ".join(result.output.split())
