@@ -69,7 +69,7 @@ LATE_FEATURES = (
 # both judges read many of them as partial answers.
 # Then how far the two judges agree, class by class: the product of their probabilities (pair judge's
 # times late judge's) of correct, partial and incorrect. Logistic weights over each judge's log-probabilities
-# add the two readings up; the products let one judge's reading count for more where the other agrees.
+# add the two readings up; the products give the regression a term for the two readings together.
 AGREEMENT_FEATURES = ("both_correct", "both_partial", "both_incorrect")
 BANK_FEATURES = (*FEATURES, *LATE_FEATURES, "roles_confirmed", "beyond_question", *AGREEMENT_FEATURES)
 BEYOND_CAP = 3
