@@ -253,7 +253,7 @@ def bank_input(x: np.ndarray, ev: Evidence) -> np.ndarray:
     if ev.late is None:
         raise ValueError("the bank decision needs the late judge's reading of the answer")
     late = late_vector(ev.late[0], _on_wrong(ev.late[1:]))
-    both = np.exp(x[_PAIR_READING]) * np.exp(late[:3])  # each judge's probabilities, floored as the logs are
+    both = np.exp(x[_PAIR_READING] + late[:3])  # the product of the two judges' probabilities, floored as the logs are
     return np.concatenate([x, late, [float(ev.roles_confirmed), min(ev.beyond_question, BEYOND_CAP) / BEYOND_CAP],
                            both])
 
