@@ -301,12 +301,19 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
         # without; partial 0.665 against 0.714, evasive 0.707 against 0.672).
         verdict, sure = "incorrect", True
         flags.append("off_topic")
-    if (verdict == "correct" and ev.adopted is None and ev.late is not None and bank is not None
-            and min(float(judge_ref[2]), float(ev.late[0][2])) >= BOTH_JUDGES_WRONG and not ev.roles_confirmed):
+    both_wrong = (ev.adopted is None and ev.late is not None and bank is not None and not ev.roles_confirmed
+                  and min(float(judge_ref[2]), float(ev.late[0][2])) >= BOTH_JUDGES_WRONG)
+    if both_wrong and verdict == "correct":
         # Both judges read the answer as wrong: the similarity evidence alone does not make it right,
         # unless the answer gives the question's authored roles their own words (the judges do not
         # read which subject goes with which claim; docs/GRADING.md, "Known weak spots").
         verdict, sure = "incorrect", True
+    if both_wrong and verdict == "partial" and ev.beyond_question == 0:
+        # Nor partly right when, besides, no word of it goes beyond the question's own towards the accepted
+        # answers or the explanation: partial credit would rest on nothing ("they're two different
+        # strategies, each with its pros and cons"; docs/GRADING.md, "Evasions both judges read as wrong").
+        verdict, sure = "incorrect", True
+        flags.append("evasive")
     if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
             and any(f in flags for f in REVERSAL_FLAGS)):
         verdict, sure = "incorrect", True
@@ -326,10 +333,20 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
             and _nearer_wrong(judge_ref, on_wrongs)
             and (ev.late is None or len(ev.late) < 2 or _nearer_wrong(ev.late[0], ev.late[1:]))):
         wrong, verdict, sure = ev.wrong, "incorrect", True
+    stated = (ev.roles_stated and ev.adopted is None and ev.late is not None and bank is not None and wrong is None
+              and not sure and verdict != "correct")
+    if stated:
+        # On a bank question the bank decision weighs: the answer gives every authored side its own words and
+        # no side another's, so it states the relation the question asks about, which the judges do not read
+        # (both read some such questions' right answers as wrong; docs/GRADING.md, "Every side in its own
+        # words").
+        verdict = "correct"
     flags = [f for f in flags if f != "misconception"] + (["misconception"] if wrong else [])
     confidence = float(probs[VERDICTS.index(verdict)]) if ev.adopted is None else 0.95
     if sure:  # a sure check's verdict, scored as the checks before the encode score theirs
         p_c, p_p, confidence = 0.0, 0.0, max(confidence, 0.9)
+    if stated:  # the role check's verdict, scored as a sure check scores its own
+        p_c, p_p, confidence = 1.0, 0.0, max(confidence, 0.9)
     reference = rubric.item.reference_answers[ev.sig.ref.best]
     fields = result_fields(rubric, ev, verdict, p_c + 0.5 * p_p, confidence, flags, version, wrong)
     fields["feedback"] = decision_feedback(verdict, fields["flags"], ev, wrong, fields["missing_ideas"], text,

@@ -12,7 +12,7 @@ import numpy as np
 
 from app.grading.align import idea_covered
 from app.grading.checks import restates_question
-from app.grading.roles import RoleSwap, read_roles, roles_swapped, subjects_missing
+from app.grading.roles import RoleReading, RoleSwap, read_roles, roles_swapped, subjects_missing
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, Signals, signals
 from app.grading.text import content_stems, has_match
@@ -148,6 +148,8 @@ class Evidence:
     # The late judge's probabilities for the pairs the pair judge read (accepted answer, then the wrong
     # option if any), on a bank question that no head grades; else None.
     late: np.ndarray | None = None
+    # The answer gives every authored side its own words and no side another's (roles.cues_stated).
+    roles_stated: bool = False
 
 
 def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model: GeneralModel) -> Evidence:
@@ -160,7 +162,8 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     # A bare list of terms states no roles, whatever order its terms come in.
     roles = None if "keyword_list" in flags else rubric.roles
     wrong = _misconception(rubric, sig, sig.stems)
-    role_swap, confirmed = read_roles(text, roles) if roles else (None, False)
+    reading = read_roles(text, roles) if roles else RoleReading()
+    role_swap, confirmed = reading.swap, reading.confirmed
     if wrong is not None and confirmed and wrong in rubric.swapping_options:
         # The wrong option swaps the question's authored roles and the answer gives them rightly: it is
         # not stating that option's claim, however near its words are ("DP copies the model and splits
@@ -178,7 +181,7 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
                     other if answers_other else None, role_swap, confirmed,
-                    sum(1 for s in sig.stems if has_match(s, rubric.beyond_question)))
+                    sum(1 for s in sig.stems if has_match(s, rubric.beyond_question)), roles_stated=reading.stated)
 
 
 def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
@@ -278,6 +281,9 @@ def decision_feedback(verdict: str, flags: list[str], ev: Evidence, wrong: str |
         return f'This says the opposite of the accepted answer ("{reference}"): see "{cue.group(0)}".'
     if "negation_mismatch" in flags:
         return f'Your answer denies the key point; the accepted answer says: "{reference}".'
+    if "evasive" in flags and verdict == "incorrect":
+        return ("That doesn't answer the question: nothing in it goes beyond what the question says. "
+                "Have a go in your own words.")
     if not missing and not any(f in flags for f in ("evasive", "keyword_list", "off_topic")):
         # Every key idea's words are there, yet it is not right: name what to compare it with
         # rather than a bare "Not correct." that leaves the learner nothing to go on.

@@ -359,28 +359,46 @@ def cues_swapped(answer: str, roles: tuple[Role, ...]) -> RoleSwap | None:
     is left out. A segment is crossed when it holds only another side's cues, confirmed when it holds
     only its own.
     """
-    return read_roles(answer, roles)[0]
+    return read_roles(answer, roles).swap
 
 
 def cues_confirmed(answer: str, roles: tuple[Role, ...]) -> bool:
     """Whether the answer gives some side its own words and no side another's: it cannot be stating a
     swap of the roles ("DP copies the model and splits data; MP splits the model")."""
-    return read_roles(answer, roles)[1]
+    return read_roles(answer, roles).confirmed
 
 
-def read_roles(answer: str, roles: tuple[Role, ...]) -> tuple[RoleSwap | None, bool]:
-    """`cues_swapped` and `cues_confirmed` of one answer, its segments read once."""
+def cues_stated(answer: str, roles: tuple[Role, ...]) -> bool:
+    """Whether the answer gives every side its own words and no side another's: it states the relation
+    the question asks about, side by side ("DP keeps a full copy of the model on each GPU and splits the
+    batch; MP splits the model's layers across GPUs")."""
+    return read_roles(answer, roles).stated
+
+
+@dataclass(frozen=True)
+class RoleReading:
+    """What the role checks read in one answer: a swap (`cues_swapped`), whether the answer is
+    confirmed (`cues_confirmed`) and whether it states every side (`cues_stated`)."""
+
+    swap: RoleSwap | None = None
+    confirmed: bool = False
+    stated: bool = False
+
+
+def read_roles(answer: str, roles: tuple[Role, ...]) -> RoleReading:
+    """`cues_swapped`, `cues_confirmed` and `cues_stated` of one answer, its segments read once."""
     if len(roles) < 2:
-        return None, False
+        return RoleReading()
     crossed: RoleSwap | None = None
-    own, clean = False, True  # some segment holds only its own side's cues; no segment holds another's
+    own: set[int] = set()  # the sides that some segment gives only their own cues
+    clean = True  # no segment holds another side's cues
     for side, seg_toks, hits in _readings(answer, roles):
         others = [(k, span) for k, spans in hits.items() if k != side for span in spans]
         if hits[side] and not others:
-            own = True
+            own.add(side)
         if others:
             clean = False
             if not hits[side] and crossed is None:
                 k, (a, b) = others[0]
                 crossed = RoleSwap(roles[side].name, roles[k].name, " ".join(seg_toks[a:b]))
-    return (None if own else crossed), own and clean
+    return RoleReading(None if own else crossed, bool(own) and clean, len(own) == len(roles) and clean)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.grading.roles import authored_roles, cues_confirmed, cues_swapped, parse_roles
+from app.grading.roles import authored_roles, cues_confirmed, cues_stated, cues_swapped, parse_roles
 from grading_lab.evaluation import bank_items
 
 SYNC_ASYNC = "q_c404f730f66d"
@@ -127,3 +127,17 @@ def test_numbers_in_the_authoring_data_are_read_as_words() -> None:
 def test_one_side_is_refused() -> None:
     with pytest.raises(ValueError, match="two to"):
         parse_roles({"questions": [{"id": "q_x", "roles": [{"names": ["sync"], "cues": ["wait"]}]}]})
+
+
+@pytest.mark.parametrize(("qid", "answer", "stated"), [
+    (DP_MP, "DP replicates the model and splits the data; MP splits the model.", True),
+    (DP_MP, "Data parallelism keeps the full model on every GPU, whereas model parallelism places different layers "
+            "on different GPUs.", True),
+    (DP_MP, "DP copies the model and splits data", False),  # one side
+    (DP_MP, "Data parallelism splits the model; model parallelism splits the data", False),  # a swap
+    (SYNC_ASYNC, "sync SGD waits at a barrier every step; async SGD does not wait", False),  # a denial: one side read
+    (SYNC_ASYNC, "sync SGD waits at a barrier. async SGD also averages the gradients", False),  # one crossed
+])
+def test_an_answer_that_gives_every_side_its_own_words_and_none_another_states_the_roles(
+        qid: str, answer: str, stated: bool) -> None:
+    assert cues_stated(answer, authored_roles()[qid]) is stated

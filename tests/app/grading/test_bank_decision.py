@@ -229,3 +229,48 @@ def test_the_bank_decision_reads_how_far_the_two_judges_agree(fake: FakeEncoder)
     apart = bank_input(x, replace(ev, late=np.array([[0.05, 0.05, 0.9]])))[both]
     assert alike == pytest.approx([0.72, 0.005, 0.005])
     assert apart == pytest.approx([0.04, 0.005, 0.09])
+
+
+def _always(verdict: str) -> Decision:
+    """A bank decision that weighs nothing and always leans to one verdict: what the rules after it do
+    shows alone."""
+    bias = np.full(3, -2.0)
+    bias[["correct", "partial", "incorrect"].index(verdict)] = 2.0
+    n = len(BANK_FEATURES)
+    return Decision(np.zeros(n), np.ones(n), np.zeros((3, n)), bias, f"always-{verdict}", BANK_FEATURES)
+
+
+@pytest.mark.parametrize(("answer", "late", "verdict"), [
+    ("it depends on the setup, each way has its pros and cons", (0.02, 0.3, 0.68), "incorrect"),
+    ("all-gather is the collective that does the gathering", (0.02, 0.3, 0.68), "incorrect"),
+    ("each rank gets every chunk", (0.02, 0.3, 0.68), "partial"),  # it says something: the decision's verdict
+    ("it depends on the setup, each way has its pros and cons", (0.02, 0.6, 0.38), "partial"),  # one judge: partial
+])
+def test_an_answer_both_judges_read_as_wrong_that_says_nothing_beyond_the_question_is_not_partly_right(
+        fake: FakeEncoder, answer: str, late: tuple[float, float, float], verdict: str) -> None:
+    graders = Graders(judge=StubLateJudge((0.02, 0.3, 0.68)), late=StubLateJudge(late),
+                      bank_decision=_always("partial"))
+    result = grade(_bank(fake), answer, fake, graders=graders)
+    assert result.verdict == verdict
+    if verdict == "incorrect":
+        assert "evasive" in result.flags and result.score == 0.0
+        assert result.feedback.startswith("That doesn't answer the question: nothing in it goes beyond")
+
+
+def test_an_answer_that_states_every_side_in_its_own_words_is_correct_whatever_the_judges_read(
+        fake: FakeEncoder) -> None:
+    """Both judges read this question's right answers as wrong (docs/GRADING.md, "Every side in its own
+    words"); an answer that gives each authored side its own words and no side another's is right. One
+    side alone, a swap, or a question without authored roles keep the decision's verdict."""
+    leaning_wrong = (0.02, 0.05, 0.93)
+    graders = Graders(judge=StubLateJudge(leaning_wrong), late=StubLateJudge(leaning_wrong),
+                      bank_decision=_always("incorrect"))
+    rubric = _bank(fake, TWO_SIDED)
+    both = "data parallelism replicates the whole model on each GPU; model parallelism splits the model's layers"
+    result = grade(rubric, both, fake, graders=graders)
+    assert (result.verdict, result.score, result.feedback) == ("correct", 1.0, "Correct.")
+    assert result.confidence >= 0.9
+    for answer in ("data parallelism replicates the whole model on each GPU",  # one side
+                   "data parallelism splits the model; model parallelism replicates it"):  # a swap
+        assert grade(rubric, answer, fake, graders=graders).verdict == "incorrect"
+    assert grade(_bank(fake, replace(TWO_SIDED, roles=[])), both, fake, graders=graders).verdict == "incorrect"

@@ -25,8 +25,6 @@ F000, F001, F002, F003 = ("000_78b4b506bc754b1f.txt", "001_d277a1055194c29d.txt"
 JUDGE_MISSES = {
     "it gives each rank a disjoint subset of the indices based on its rank and the world size":
         "'disjoint subset' is not read as the accepted answer's 'non-overlapping strides'",
-    "Data parallelism replicates the model and splits data; model parallelism splits the model across GPUs.":
-        "both judges read this question's right answers as wrong; the bank decision grades this near copy partial",
 }
 
 
@@ -75,6 +73,11 @@ NEW = [
     # a near copy of the accepted answer (data/eval/near_copies.jsonl), which both judges read as wrong
     (F003, 1, "Data parallelism replicates the model and splits data; model parallelism splits the model across "
               "GPUs.", "correct"),
+    # the same in other words, which both judges read as wrong too: each side is given its own words
+    (F003, 1, "Data parallelism gives every GPU a full copy of the model and splits the batch across them; model "
+              "parallelism splits the model itself across GPUs.", "correct"),
+    # an evasion true of any two things, with no word beyond the question's: once graded partial
+    (F003, 1, "they're two different strategies, each with its pros and cons", "incorrect"),
 ]
 
 
