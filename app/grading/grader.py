@@ -314,6 +314,12 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
         # strategies, each with its pros and cons"; docs/GRADING.md, "Evasions both judges read as wrong").
         verdict, sure = "incorrect", True
         flags.append("evasive")
+    if ev.roles_confirmed and ev.late is not None and bank is not None and "roles_swapped" in flags:
+        # The clause check read a swap where the question's authored roles read every side the answer names
+        # with its own words and none with another's: the authored reading is the question's own, the clause
+        # check a guess from the accepted answer's wording ("data parallelism copies the model to all GPUs
+        # and each one gets different data"; docs/GRADING.md, "Every side in its own words").
+        flags.remove("roles_swapped")
     if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
             and any(f in flags for f in REVERSAL_FLAGS)):
         verdict, sure = "incorrect", True

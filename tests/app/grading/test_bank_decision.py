@@ -274,3 +274,18 @@ def test_an_answer_that_states_every_side_in_its_own_words_is_correct_whatever_t
                    "data parallelism splits the model; model parallelism replicates it"):  # a swap
         assert grade(rubric, answer, fake, graders=graders).verdict == "incorrect"
     assert grade(_bank(fake, replace(TWO_SIDED, roles=[])), both, fake, graders=graders).verdict == "incorrect"
+
+
+def test_a_swap_the_clause_check_reads_is_dropped_where_the_authored_roles_confirm_the_answer(
+        fake: FakeEncoder) -> None:
+    """The clause check guesses a swap from the accepted answer's wording ("the whole model" is model
+    parallelism's subject there); the authored roles read data parallelism given its own words. The
+    answer, about one side, keeps the decision's verdict instead of being made incorrect as a reversal."""
+    leaning_wrong = (0.02, 0.6, 0.38)
+    graders = Graders(judge=StubLateJudge(leaning_wrong), late=StubLateJudge(leaning_wrong),
+                      bank_decision=_always("partial"))
+    answer = "data parallelism replicates the whole model on each GPU"
+    result = grade(_bank(fake, TWO_SIDED), answer, fake, graders=graders)
+    assert (result.verdict, result.flags) == ("partial", [])
+    without_roles = grade(_bank(fake, replace(TWO_SIDED, roles=[])), answer, fake, graders=graders)
+    assert without_roles.verdict == "incorrect" and "roles_swapped" in without_roles.flags

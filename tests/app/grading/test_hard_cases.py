@@ -78,6 +78,8 @@ NEW = [
               "parallelism splits the model itself across GPUs.", "correct"),
     # an evasion true of any two things, with no word beyond the question's: once graded partial
     (F003, 1, "they're two different strategies, each with its pros and cons", "incorrect"),
+    # one side, in its own words: once graded incorrect as a reversal by the clause check
+    (F003, 1, "data parallelism copies the model to all GPUs and each one gets different data", "partial"),
 ]
 
 
