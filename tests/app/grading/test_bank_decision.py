@@ -281,7 +281,7 @@ def test_a_swap_the_clause_check_reads_is_dropped_where_the_authored_roles_confi
     """The clause check guesses a swap from the accepted answer's wording ("the whole model" is model
     parallelism's subject there); the authored roles read data parallelism given its own words. The
     answer, about one side, keeps the decision's verdict instead of being made incorrect as a reversal."""
-    leaning_wrong = (0.02, 0.6, 0.38)
+    leaning_wrong = (0.02, 0.45, 0.53)
     graders = Graders(judge=StubLateJudge(leaning_wrong), late=StubLateJudge(leaning_wrong),
                       bank_decision=_always("partial"))
     answer = "data parallelism replicates the whole model on each GPU"
@@ -289,3 +289,4 @@ def test_a_swap_the_clause_check_reads_is_dropped_where_the_authored_roles_confi
     assert (result.verdict, result.flags) == ("partial", [])
     without_roles = grade(_bank(fake, replace(TWO_SIDED, roles=[])), answer, fake, graders=graders)
     assert without_roles.verdict == "incorrect" and "roles_swapped" in without_roles.flags
+
