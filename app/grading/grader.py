@@ -311,14 +311,14 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     if both_wrong and verdict == "partial" and ev.beyond_question == 0:
         # Nor partly right when, besides, no word of it goes beyond the question's own towards the accepted
         # answers or the explanation: partial credit would rest on nothing ("they're two different
-        # strategies, each with its pros and cons"; docs/GRADING.md, "Evasions both judges read as wrong").
+        # strategies, each with its pros and cons"; docs/GRADING.md, "Two judges").
         verdict, sure = "incorrect", True
         flags.append("evasive")
     if ev.roles_confirmed and ev.late is not None and bank is not None and "roles_swapped" in flags:
         # The clause check read a swap where the question's authored roles read every side the answer names
         # with its own words and none with another's: the authored reading is the question's own, the clause
         # check a guess from the accepted answer's wording ("data parallelism copies the model to all GPUs
-        # and each one gets different data"; docs/GRADING.md, "Every side in its own words").
+        # and each one gets different data"; docs/GRADING.md, "Two judges").
         flags.remove("roles_swapped")
     if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
             and any(f in flags for f in REVERSAL_FLAGS)):
@@ -344,8 +344,7 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     if stated:
         # On a bank question the bank decision weighs: the answer gives every authored side its own words and
         # no side another's, so it states the relation the question asks about, which the judges do not read
-        # (both read some such questions' right answers as wrong; docs/GRADING.md, "Every side in its own
-        # words").
+        # (both read some such questions' right answers as wrong; docs/GRADING.md, "Two judges").
         verdict = "correct"
     flags = [f for f in flags if f != "misconception"] + (["misconception"] if wrong else [])
     confidence = float(probs[VERDICTS.index(verdict)]) if ev.adopted is None else 0.95

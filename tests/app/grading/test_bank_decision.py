@@ -259,9 +259,9 @@ def test_an_answer_both_judges_read_as_wrong_that_says_nothing_beyond_the_questi
 
 def test_an_answer_that_states_every_side_in_its_own_words_is_correct_whatever_the_judges_read(
         fake: FakeEncoder) -> None:
-    """Both judges read this question's right answers as wrong (docs/GRADING.md, "Every side in its own
-    words"); an answer that gives each authored side its own words and no side another's is right. One
-    side alone, a swap, or a question without authored roles keep the decision's verdict."""
+    """Both judges read this question's right answers as wrong (docs/GRADING.md, "Two judges"); an answer
+    that gives each authored side its own words and no side another's is right. One side alone, a swap,
+    or a question without authored roles keep the decision's verdict."""
     leaning_wrong = (0.02, 0.05, 0.93)
     graders = Graders(judge=StubLateJudge(leaning_wrong), late=StubLateJudge(leaning_wrong),
                       bank_decision=_always("incorrect"))
