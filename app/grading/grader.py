@@ -282,7 +282,10 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     judge_ref, judge_wrong = on_refs[0], _on_wrong(on_wrongs)
     x = decision_input(ev, on_refs, on_wrongs)
     sure = vetoed(ev)
-    if bank is not None and ev.late is not None:
+    # The late judge's reading against the accepted answer, where the bank decision weighs the answer (the
+    # rules below that read both judges act there alone).
+    late_ref = ev.late[0] if bank is not None and ev.late is not None else None
+    if bank is not None and late_ref is not None:
         probs, version, adjusted = bank.probabilities(bank_input(x, ev)), bank.version, None
     else:
         probs, version = decision.probabilities(x), decision.version
@@ -301,8 +304,8 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
         # without; partial 0.665 against 0.714, evasive 0.707 against 0.672).
         verdict, sure = "incorrect", True
         flags.append("off_topic")
-    both_wrong = (ev.adopted is None and ev.late is not None and bank is not None and not ev.roles_confirmed
-                  and min(float(judge_ref[2]), float(ev.late[0][2])) >= BOTH_JUDGES_WRONG)
+    both_wrong = (late_ref is not None and ev.adopted is None and not ev.roles_confirmed
+                  and min(float(judge_ref[2]), float(late_ref[2])) >= BOTH_JUDGES_WRONG)
     if both_wrong and verdict == "correct":
         # Both judges read the answer as wrong: the similarity evidence alone does not make it right,
         # unless the answer gives the question's authored roles their own words (the judges do not
@@ -314,7 +317,7 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
         # strategies, each with its pros and cons"; docs/GRADING.md, "Two judges").
         verdict, sure = "incorrect", True
         flags.append("evasive")
-    if ev.roles_confirmed and ev.late is not None and bank is not None and "roles_swapped" in flags:
+    if late_ref is not None and ev.roles_confirmed and "roles_swapped" in flags:
         # The clause check read a swap where the question's authored roles read every side the answer names
         # with its own words and none with another's: the authored reading is the question's own, the clause
         # check a guess from the accepted answer's wording ("data parallelism copies the model to all GPUs
@@ -339,8 +342,8 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
             and _nearer_wrong(judge_ref, on_wrongs)
             and (ev.late is None or len(ev.late) < 2 or _nearer_wrong(ev.late[0], ev.late[1:]))):
         wrong, verdict, sure = ev.wrong, "incorrect", True
-    stated = (ev.roles_stated and ev.adopted is None and ev.late is not None and bank is not None and wrong is None
-              and not sure and verdict != "correct")
+    stated = (late_ref is not None and ev.roles_stated and ev.adopted is None and wrong is None and not sure
+              and verdict != "correct")
     if stated:
         # On a bank question the bank decision weighs: the answer gives every authored side its own words and
         # no side another's, so it states the relation the question asks about, which the judges do not read

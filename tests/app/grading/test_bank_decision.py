@@ -20,6 +20,7 @@ from app.grading.decision import (
     DECISION_PATH,
     FEATURES,
     LATE_FEATURES,
+    VERDICTS,
     Decision,
     load_bank_decision,
     load_decision,
@@ -235,7 +236,7 @@ def _always(verdict: str) -> Decision:
     """A bank decision that weighs nothing and always leans to one verdict: what the rules after it do
     shows alone."""
     bias = np.full(3, -2.0)
-    bias[["correct", "partial", "incorrect"].index(verdict)] = 2.0
+    bias[VERDICTS.index(verdict)] = 2.0
     n = len(BANK_FEATURES)
     return Decision(np.zeros(n), np.ones(n), np.zeros((3, n)), bias, f"always-{verdict}", BANK_FEATURES)
 
@@ -289,4 +290,3 @@ def test_a_swap_the_clause_check_reads_is_dropped_where_the_authored_roles_confi
     assert (result.verdict, result.flags) == ("partial", [])
     without_roles = grade(_bank(fake, replace(TWO_SIDED, roles=[])), answer, fake, graders=graders)
     assert without_roles.verdict == "incorrect" and "roles_swapped" in without_roles.flags
-
