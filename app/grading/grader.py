@@ -273,17 +273,113 @@ def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, ex
     return None
 
 
+@dataclass
+class _Reading:
+    """One answer as the rules after the decision read it (`RULES`), and the verdict as they leave it."""
+
+    ev: Evidence
+    judge_ref: np.ndarray  # the pair judge's reading against the accepted answer
+    on_wrongs: np.ndarray  # and against the nominated wrong option, if any
+    # The late judge's reading against the accepted answer, where the bank decision weighs the answer (the
+    # rules that read both judges act there alone); else None.
+    late_ref: np.ndarray | None
+    headed: bool  # a head read the decision's probabilities again (steps 8 and 9 of docs/GRADING.md)
+    verdict: str
+    sure: bool  # a check or a rule settled the verdict, whatever the decision weighed
+    flags: list[str]
+    wrong: str | None = None  # the wrong option named as the answer's misconception
+    stated: bool = False  # the authored roles made the answer correct
+
+
+def _head_needs_support(r: _Reading) -> None:
+    """A head's partial credit needs something to rest on. The decision alone weighs `unsupported` as one
+    of its inputs; vetoing its partial verdicts as well cost partial answers more than it caught evasions
+    (grouped CV in grading_lab/decision_fit.py: 3-way 0.800 with the veto, 0.810 without; partial 0.665
+    against 0.714, evasive 0.707 against 0.672)."""
+    if r.headed and r.verdict == "partial" and r.ev.unsupported:
+        r.verdict, r.sure = "incorrect", True
+        r.flags.append("off_topic")
+
+
+def _both_judges_wrong(r: _Reading) -> None:
+    """An answer both judges read as wrong is not correct: the similarity evidence alone does not make it
+    right, unless the answer gives the question's authored roles their own words (the judges do not read
+    which subject goes with which claim; docs/GRADING.md, "Known weak spots"). Nor is it partly right when,
+    besides, no word of it goes beyond the question's own towards the accepted answers or the explanation:
+    partial credit would rest on nothing ("they're two different strategies, each with its pros and cons";
+    docs/GRADING.md, "Two judges")."""
+    ev = r.ev
+    if r.late_ref is None or ev.adopted is not None or ev.roles_confirmed or \
+            min(float(r.judge_ref[2]), float(r.late_ref[2])) < BOTH_JUDGES_WRONG:
+        return
+    if r.verdict == "correct":
+        r.verdict, r.sure = "incorrect", True
+    elif r.verdict == "partial" and ev.beyond_question == 0:
+        r.verdict, r.sure = "incorrect", True
+        r.flags.append("evasive")
+
+
+def _roles_clear_clause_swap(r: _Reading) -> None:
+    """The clause check read a swap where the question's authored roles read every side the answer names
+    with its own words and none with another's: the authored reading is the question's own, the clause
+    check a guess from the accepted answer's wording ("data parallelism copies the model to all GPUs and
+    each one gets different data"; docs/GRADING.md, "Two judges"). The flag goes, and its feedback."""
+    if r.late_ref is not None and r.ev.roles_confirmed and "roles_swapped" in r.flags:
+        r.flags.remove("roles_swapped")
+
+
+def _reversal(r: _Reading) -> None:
+    """A swap of two roles or a negation that the checks find is incorrect unless the pair judge reads the
+    answer as right (REVERSAL_JUDGE_RIGHT)."""
+    if (r.verdict != "incorrect" and r.ev.adopted is None and float(r.judge_ref[0]) < REVERSAL_JUDGE_RIGHT
+            and any(f in r.flags for f in REVERSAL_FLAGS)):
+        r.verdict, r.sure = "incorrect", True
+
+
+def _authored_swap(r: _Reading) -> None:
+    """A swap of the question's authored roles is incorrect whatever the judge reads: the judge does not
+    read which subject goes with which clause (docs/GRADING.md, "Known weak spots")."""
+    if r.ev.role_swap is not None and r.ev.adopted is None:
+        r.verdict, r.sure = "incorrect", True
+        if "roles_swapped" not in r.flags:
+            r.flags.append("roles_swapped")
+
+
+def _misconception(r: _Reading) -> None:
+    """A misconception is named only when the judge reads the answer as that wrong option's claim
+    (P >= MISCONCEPTION_FLOOR), and more surely than as the accepted answer's, and so does the late judge
+    where it read the answer; the similarity evidence alone only nominates it. An answer that states a wrong
+    option's claim is incorrect, however much of the accepted answer's subject it shares."""
+    ev = r.ev
+    if (r.verdict != "correct" and ev.wrong is not None and _on_wrong(r.on_wrongs) >= MISCONCEPTION_FLOOR
+            and _nearer_wrong(r.judge_ref, r.on_wrongs)
+            and (ev.late is None or len(ev.late) < 2 or _nearer_wrong(ev.late[0], ev.late[1:]))):
+        r.wrong, r.verdict, r.sure = ev.wrong, "incorrect", True
+
+
+def _roles_stated(r: _Reading) -> None:
+    """On a bank question the bank decision weighs: an answer that gives every authored side its own words
+    and no side another's states the relation the question asks about, which the judges do not read (both
+    read some such questions' right answers as wrong; docs/GRADING.md, "Two judges"). It is correct unless a
+    sure check, a rule above or a named misconception made it incorrect."""
+    if (r.late_ref is not None and r.ev.roles_stated and r.ev.adopted is None and r.wrong is None
+            and not r.sure and r.verdict != "correct"):
+        r.verdict, r.stated = "correct", True
+
+
+# The rules after the decision, in the order they act: each reads what the ones before it left.
+RULES = (_head_needs_support, _both_judges_wrong, _roles_clear_clause_swap, _reversal, _authored_swap,
+         _misconception, _roles_stated)
+
+
 def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray,
            decision: Decision, head: ExampleHead | None = None, foreign: ForeignHead | None = None,
            bank: Decision | None = None) -> GradeResult:
     """The verdict of the learned decision (read again by the example head or the foreign head, when
     given and the question calls for one), or of the bank decision (`bank`) for an answer the late judge
-    read, with the evidence it rests on."""
-    judge_ref, judge_wrong = on_refs[0], _on_wrong(on_wrongs)
+    read, then of the rules after it (`RULES`), with the evidence it rests on."""
     x = decision_input(ev, on_refs, on_wrongs)
     sure = vetoed(ev)
-    # The late judge's reading against the accepted answer, where the bank decision weighs the answer (the
-    # rules below that read both judges act there alone).
     late_ref = ev.late[0] if bank is not None and ev.late is not None else None
     if bank is not None and late_ref is not None:
         probs, version, adjusted = bank.probabilities(bank_input(x, ev)), bank.version, None
@@ -296,68 +392,19 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
         verdict = head_verdict(probs)
     else:
         verdict = ev.adopted or ("incorrect" if sure else VERDICTS[int(np.argmax(probs))])
-    flags = list(ev.flags)
-    if adjusted is not None and verdict == "partial" and ev.unsupported:
-        # A head's partial credit needs something to rest on. The decision alone weighs `unsupported`
-        # as one of its inputs; vetoing its partial verdicts as well cost partial answers more than it
-        # caught evasions (grouped CV in grading_lab/decision_fit.py: 3-way 0.800 with the veto, 0.810
-        # without; partial 0.665 against 0.714, evasive 0.707 against 0.672).
-        verdict, sure = "incorrect", True
-        flags.append("off_topic")
-    both_wrong = (late_ref is not None and ev.adopted is None and not ev.roles_confirmed
-                  and min(float(judge_ref[2]), float(late_ref[2])) >= BOTH_JUDGES_WRONG)
-    if both_wrong and verdict == "correct":
-        # Both judges read the answer as wrong: the similarity evidence alone does not make it right,
-        # unless the answer gives the question's authored roles their own words (the judges do not
-        # read which subject goes with which claim; docs/GRADING.md, "Known weak spots").
-        verdict, sure = "incorrect", True
-    if both_wrong and verdict == "partial" and ev.beyond_question == 0:
-        # Nor partly right when, besides, no word of it goes beyond the question's own towards the accepted
-        # answers or the explanation: partial credit would rest on nothing ("they're two different
-        # strategies, each with its pros and cons"; docs/GRADING.md, "Two judges").
-        verdict, sure = "incorrect", True
-        flags.append("evasive")
-    if late_ref is not None and ev.roles_confirmed and "roles_swapped" in flags:
-        # The clause check read a swap where the question's authored roles read every side the answer names
-        # with its own words and none with another's: the authored reading is the question's own, the clause
-        # check a guess from the accepted answer's wording ("data parallelism copies the model to all GPUs
-        # and each one gets different data"; docs/GRADING.md, "Two judges").
-        flags.remove("roles_swapped")
-    if (verdict != "incorrect" and ev.adopted is None and float(judge_ref[0]) < REVERSAL_JUDGE_RIGHT
-            and any(f in flags for f in REVERSAL_FLAGS)):
-        verdict, sure = "incorrect", True
-    if ev.role_swap is not None and ev.adopted is None:
-        # A swap of the question's authored roles is incorrect whatever the judge reads: the judge does
-        # not read which subject goes with which clause (docs/GRADING.md, "Known weak spots").
-        verdict, sure = "incorrect", True
-        if "roles_swapped" not in flags:
-            flags.append("roles_swapped")
+    r = _Reading(ev, on_refs[0], on_wrongs, late_ref, adjusted is not None, verdict, sure, list(ev.flags))
+    for rule in RULES:
+        rule(r)
+    flags = [f for f in r.flags if f != "misconception"] + (["misconception"] if r.wrong else [])
     p_c, p_p = float(probs[0]), float(probs[1])
-    # A misconception is named only when the judge reads the answer as that wrong option's claim
-    # (P >= MISCONCEPTION_FLOOR), and more surely than as the accepted answer's, and so does the late
-    # judge where it read the answer; the similarity evidence alone only nominates it. An answer that
-    # states a wrong option's claim is incorrect, however much of the accepted answer's subject it shares.
-    wrong = None
-    if (verdict != "correct" and ev.wrong is not None and judge_wrong >= MISCONCEPTION_FLOOR
-            and _nearer_wrong(judge_ref, on_wrongs)
-            and (ev.late is None or len(ev.late) < 2 or _nearer_wrong(ev.late[0], ev.late[1:]))):
-        wrong, verdict, sure = ev.wrong, "incorrect", True
-    stated = (late_ref is not None and ev.roles_stated and ev.adopted is None and wrong is None and not sure
-              and verdict != "correct")
-    if stated:
-        # On a bank question the bank decision weighs: the answer gives every authored side its own words and
-        # no side another's, so it states the relation the question asks about, which the judges do not read
-        # (both read some such questions' right answers as wrong; docs/GRADING.md, "Two judges").
-        verdict = "correct"
-    flags = [f for f in flags if f != "misconception"] + (["misconception"] if wrong else [])
-    confidence = float(probs[VERDICTS.index(verdict)]) if ev.adopted is None else 0.95
-    if sure:  # a sure check's verdict, scored as the checks before the encode score theirs
+    confidence = float(probs[VERDICTS.index(r.verdict)]) if ev.adopted is None else 0.95
+    if r.sure:  # a sure check's verdict, scored as the checks before the encode score theirs
         p_c, p_p, confidence = 0.0, 0.0, max(confidence, 0.9)
-    if stated:  # the role check's verdict, scored as a sure check scores its own
+    if r.stated:  # the role check's verdict, scored as a sure check scores its own
         p_c, p_p, confidence = 1.0, 0.0, max(confidence, 0.9)
     reference = rubric.item.reference_answers[ev.sig.ref.best]
-    fields = result_fields(rubric, ev, verdict, p_c + 0.5 * p_p, confidence, flags, version, wrong)
-    fields["feedback"] = decision_feedback(verdict, fields["flags"], ev, wrong, fields["missing_ideas"], text,
+    fields = result_fields(rubric, ev, r.verdict, p_c + 0.5 * p_p, confidence, flags, version, r.wrong)
+    fields["feedback"] = decision_feedback(r.verdict, fields["flags"], ev, r.wrong, fields["missing_ideas"], text,
                                            reference)
     return GradeResult(**fields)
 
