@@ -16,9 +16,10 @@ from app.grading.text import (
     text_cache,
 )
 
+# An answer that is nothing but a non-answer ("the right one", "pass", "it depends", "?"). Saying one does
+# not know ("idk", "not sure", "I forgot") is `_HEDGE_OPENER`'s, with whatever little follows it.
 _EVASIVE = re.compile(
-    r"^(?:i\s*(?:do\s*n[o']?t|dont|don't|have\s+no)\s+(?:know|idea|remember)|idk|dunno|no\s+idea|"
-    r"not\s+sure|unsure|no\s+clue|pass|skip|\?+|n/?a|none|nothing|whatever|"
+    r"^(?:unsure|pass|skip|\?+|n/?a|none|nothing|whatever|"
     r"(?:it'?s\s+|it\s+is\s+)?(?:the\s+)?(?:right|correct|best|obvious|usual|first|last)\s+"
     r"(?:one|answer|option|choice)|(?:see|same\s+as)\s+(?:above|before)|"
     r"(?:all|none)\s+of\s+(?:the\s+)?above|something|stuff|it\s+depends|depends|"
