@@ -26,7 +26,7 @@ from app.grading.decision import (
     load_decision,
 )
 from app.grading.examples import MIN_EXAMPLES
-from app.grading.grader import bank_input
+from app.grading.grader import bank_input, decide
 from app.grading.judge import evidence
 from app.grading.judges import offline_late_judge
 from app.grading.rubric import Rubric, attach_neighbours
@@ -290,3 +290,20 @@ def test_a_swap_the_clause_check_reads_is_dropped_where_the_authored_roles_confi
     assert (result.verdict, result.flags) == ("partial", [])
     without_roles = grade(_bank(fake, replace(TWO_SIDED, roles=[])), answer, fake, graders=graders)
     assert without_roles.verdict == "incorrect" and "roles_swapped" in without_roles.flags
+
+
+def test_the_rules_after_the_decision_read_what_the_rules_before_them_left(fake: FakeEncoder) -> None:
+    """An answer that gives every authored side its own words is made correct only when no rule before
+    has settled it: here both judges read it as the nominated wrong option's claim, so the misconception
+    is named and stands."""
+    rubric = _bank(fake, TWO_SIDED)
+    answer = "data parallelism replicates the whole model on each GPU; model parallelism splits the model's layers"
+    ev = evidence(rubric, answer, fake.encode([answer])[0], [], load_model())
+    wrong = "Model parallelism replicates the model and splits the data"  # as if the similarity evidence nominated it
+    on_ref, on_wrong = np.array([[0.05, 0.1, 0.85]]), np.array([[0.8, 0.1, 0.1]])
+    ev = replace(ev, wrong=wrong, roles_stated=True, late=np.concatenate([on_ref, on_wrong]))
+    result = decide(rubric, answer, ev, on_ref, on_wrong, load_decision(), bank=_always("partial"))
+    assert (result.verdict, result.matched_misconception) == ("incorrect", wrong)
+    stated = decide(rubric, answer, replace(ev, wrong=None, late=on_ref), on_ref, np.zeros((0, 3)), load_decision(),
+                    bank=_always("partial"))
+    assert (stated.verdict, stated.score) == ("correct", 1.0)
