@@ -239,7 +239,7 @@ def main() -> None:
     if "--write" in sys.argv:
         version = f"grader-2.1+{default_judge().version}"
         if bank:
-            version = f"grader-2.6+{default_judge().version}+{offline_late_judge().version}"
+            version = f"grader-2.7+{default_judge().version}+{offline_late_judge().version}"
         fitted_on = [str(p.resolve().relative_to(DATA_DIR.parent.resolve())) for p in files]
         x = bank_rows(data) if bank else data.x
         path = BANK_DECISION_PATH if bank else DECISION_PATH

@@ -127,6 +127,11 @@ REVERSAL_JUDGE_RIGHT = 0.5
 # late judge 0.72). Grouped CV in grading_lab/decision_fit.py --bank: 0.8227 / 0.9334 without the
 # rule, 0.8235 / 0.9344 with it at 0.4-0.6 alike (docs/GRADING.md, "Two judges").
 BOTH_JUDGES_WRONG = 0.5  # such an answer is incorrect (graded partial instead: 0.8226 / 0.9344)
+# An answer with no word beyond the question's that the decision calls partial is incorrect where the two
+# judges' mean P(incorrect) is at least this (grouped CV in grading_lab/decision_fit.py --bank: 0.8319 with
+# both judges at 0.5 or more each, 0.8337 with their mean, higher at all seven fold seeds; docs/GRADING.md,
+# "Two judges").
+EVASION_JUDGES_WRONG = 0.5
 MISCONCEPTION_FLOOR = 0.5  # the judge's P(correct) + P(partial) against a wrong option that names it
 # Checks that are cheap and sure: an answer they flag is incorrect whatever the decision weighs
 # (a bare list of terms; an evasion or the question restated; nothing in common with the question's
@@ -301,20 +306,32 @@ def _head_needs_support(r: _Reading) -> None:
         r.flags.append("off_topic")
 
 
+def _judges_wrong(r: _Reading) -> tuple[float, float] | None:
+    """The two judges' P(incorrect) against the accepted answer, where the rules that read both may act: the
+    bank decision weighed the answer, no labelled example decided it, and it does not give the question's
+    authored roles their own words (the judges do not read which subject goes with which claim;
+    docs/GRADING.md, "Known weak spots")."""
+    if r.late_ref is None or r.ev.adopted is not None or r.ev.roles_confirmed:
+        return None
+    return float(r.judge_ref[2]), float(r.late_ref[2])
+
+
 def _both_judges_wrong(r: _Reading) -> None:
     """An answer both judges read as wrong is not correct: the similarity evidence alone does not make it
-    right, unless the answer gives the question's authored roles their own words (the judges do not read
-    which subject goes with which claim; docs/GRADING.md, "Known weak spots"). Nor is it partly right when,
-    besides, no word of it goes beyond the question's own towards the accepted answers or the explanation:
+    right."""
+    wrong = _judges_wrong(r)
+    if wrong is not None and r.verdict == "correct" and min(wrong) >= BOTH_JUDGES_WRONG:
+        r.verdict, r.sure = "incorrect", True
+
+
+def _nothing_beyond_the_question(r: _Reading) -> None:
+    """Nor is an answer partly right when no word of it goes beyond the question's own towards the accepted
+    answers or the explanation and the judges read it as wrong on the whole (their mean P(incorrect)):
     partial credit would rest on nothing ("they're two different strategies, each with its pros and cons";
     docs/GRADING.md, "Two judges")."""
-    ev = r.ev
-    if r.late_ref is None or ev.adopted is not None or ev.roles_confirmed or \
-            min(float(r.judge_ref[2]), float(r.late_ref[2])) < BOTH_JUDGES_WRONG:
-        return
-    if r.verdict == "correct":
-        r.verdict, r.sure = "incorrect", True
-    elif r.verdict == "partial" and ev.beyond_question == 0:
+    wrong = _judges_wrong(r)
+    if (wrong is not None and r.verdict == "partial" and r.ev.beyond_question == 0
+            and sum(wrong) / 2 >= EVASION_JUDGES_WRONG):
         r.verdict, r.sure = "incorrect", True
         r.flags.append("evasive")
 
@@ -368,8 +385,8 @@ def _roles_stated(r: _Reading) -> None:
 
 
 # The rules after the decision, in the order they act: each reads what the ones before it left.
-RULES = (_head_needs_support, _both_judges_wrong, _roles_clear_clause_swap, _reversal, _authored_swap,
-         _misconception, _roles_stated)
+RULES = (_head_needs_support, _both_judges_wrong, _nothing_beyond_the_question, _roles_clear_clause_swap, _reversal,
+         _authored_swap, _misconception, _roles_stated)
 
 
 def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray,

@@ -245,9 +245,11 @@ def _always(verdict: str) -> Decision:
     ("it depends on the setup, each way has its pros and cons", (0.02, 0.3, 0.68), "incorrect"),
     ("all-gather is the collective that does the gathering", (0.02, 0.3, 0.68), "incorrect"),
     ("each rank gets every chunk", (0.02, 0.3, 0.68), "partial"),  # it says something: the decision's verdict
-    ("it depends on the setup, each way has its pros and cons", (0.02, 0.6, 0.38), "partial"),  # one judge: partial
+    # one judge reads it as partial: the judges' mean P(incorrect) decides (0.68 and 0.38; 0.68 and 0.28)
+    ("it depends on the setup, each way has its pros and cons", (0.02, 0.6, 0.38), "incorrect"),
+    ("it depends on the setup, each way has its pros and cons", (0.02, 0.7, 0.28), "partial"),
 ])
-def test_an_answer_both_judges_read_as_wrong_that_says_nothing_beyond_the_question_is_not_partly_right(
+def test_an_answer_the_judges_read_as_wrong_that_says_nothing_beyond_the_question_is_not_partly_right(
         fake: FakeEncoder, answer: str, late: tuple[float, float, float], verdict: str) -> None:
     graders = Graders(judge=StubLateJudge((0.02, 0.3, 0.68)), late=StubLateJudge(late),
                       bank_decision=_always("partial"))
