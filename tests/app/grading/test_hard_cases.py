@@ -2,7 +2,8 @@
 
 The first group are answers that an earlier grader got wrong, tried as a new user would; the
 second, one new answer of each kind, written for this test and found in no training file (the
-bank's contrast pairs, the ASAG splits) and in neither labelled set.
+bank's contrast pairs, the ASAG splits) and in neither labelled set; the third, right answers probed
+beside a reported one.
 """
 
 from __future__ import annotations
@@ -20,11 +21,17 @@ pytestmark = pytest.mark.slow
 F000, F001, F002, F003 = ("000_78b4b506bc754b1f.txt", "001_d277a1055194c29d.txt", "002_1f1c560eb3b82a3f.txt",
                           "003_28df717c268ee6dd.txt")
 
-# Verdicts the grader still gets wrong (docs/GRADING.md, "Known weak spots"): the pair judge reads
-# these paraphrases and comparisons the wrong way. Strict: the test fails as soon as one of them is graded right.
+# Verdicts the grader still gets wrong (docs/GRADING.md, "Known weak spots", "DistributedSampler").
+# Strict: the test fails as soon as one of them is graded right.
 JUDGE_MISSES = {
     "it gives each rank a disjoint subset of the indices based on its rank and the world size":
-        "'disjoint subset' is not read as the accepted answer's 'non-overlapping strides'",
+        "'subset' nominates the wrong option 'randomly assigns overlapping subsets', which both judges read as "
+        "near as the accepted answer, and the bank decision weighs the nomination: incorrect; without it, "
+        "partial, as the training answers label the answer without set_epoch",
+    "it gives each rank a disjoint subset of the indices based on its rank and the world size, and set_epoch "
+    "reshuffles each epoch":
+        "the pair judge reads 'set_epoch ... each epoch' as the wrong option 'automatically calls set_epoch each "
+        "epoch internally' (P(incorrect) 0.9), and both judges reading it wrong make it incorrect",
 }
 
 
@@ -83,6 +90,16 @@ NEW = [
 ]
 
 
+# Right answers to the DistributedSampler question with both its parts, probed beside the reported one: the first
+# is graded wrong.
+PROBED = [
+    (F003, 5, "it gives each rank a disjoint subset of the indices based on its rank and the world size, and "
+              "set_epoch reshuffles each epoch", "correct"),
+    (F003, 5, "each rank takes a disjoint subset of the indices based on its rank and the world size; you call "
+              "set_epoch every epoch to reshuffle", "correct"),
+]
+
+
 # Graded for what their feedback says: wrong, with every key idea's words present.
 FEEDBACK = [
     (F001, 2, "tensor parallelism, where each GPU has a full copy of the model and serves a different request",
@@ -100,13 +117,13 @@ def graded(served_late_judge: Judge) -> dict[tuple[str, int, str], GradeResult]:
     rubrics: dict[tuple[str, int], Rubric] = dict(
         zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
     attach_neighbours(list(rubrics.values()))
-    cases = REPORTED + NEW + FEEDBACK
+    cases = REPORTED + NEW + PROBED + FEEDBACK
     results = grade_many([rubrics[(f, n)] for f, n, _, _ in cases], [a for _, _, a, _ in cases], encoder,
                          graders=Graders(late=served_late_judge))
     return {(f, n, a): r for (f, n, a, _), r in zip(cases, results, strict=True)}
 
 
-@pytest.mark.parametrize(("file", "number", "answer", "expected"), [_case(*c) for c in REPORTED + NEW])
+@pytest.mark.parametrize(("file", "number", "answer", "expected"), [_case(*c) for c in REPORTED + NEW + PROBED])
 def test_graded_as_an_expert_would(graded: dict[tuple[str, int, str], GradeResult], file: str, number: int,
                                    answer: str, expected: str) -> None:
     result = graded[(file, number, answer)]
@@ -114,7 +131,7 @@ def test_graded_as_an_expert_would(graded: dict[tuple[str, int, str], GradeResul
 
 
 @pytest.mark.parametrize(("file", "number", "answer", "expected"),
-                         [c for c in REPORTED + NEW if c[3] == "correct"])
+                         [c for c in REPORTED + NEW + PROBED if c[3] == "correct"])
 def test_a_correct_answer_is_never_told_it_holds_a_misconception(
         graded: dict[tuple[str, int, str], GradeResult], file: str, number: int, answer: str, expected: str) -> None:
     result = graded[(file, number, answer)]
