@@ -304,7 +304,7 @@ def destopped(pairs: Sequence[Pair]) -> list[Pair]:
 def restopped(pairs: Sequence[Pair], seed: int) -> list[Pair]:
     """The pairs, each answer ending in a full stop or not at random (even odds), the labels kept: the
     bank's answers end without one and most written ones with one, and a judge trained on them as they
-    are reads the stop as a sign of a wrong answer (docs/GRADING.md, "Final full stops")."""
+    are reads the stop as a sign of a wrong answer (docs/GRADING_LOG.md, "Final full stops")."""
     rng = random.Random(seed)
     out = []
     for p in pairs:
@@ -316,9 +316,9 @@ def restopped(pairs: Sequence[Pair], seed: int) -> list[Pair]:
 
 
 # Evasions: the question's own subject in a frame that says nothing this question's answer says. Both
-# judges read most written evasions as partial (docs/GRADING.md, "Known weak spots"): their training
-# answers that are wrong differ from a right one by a claim, and an answer with no claim at all was
-# only ever one of the fixed HEDGES above, which name no subject.
+# judges read most written evasions as partial (docs/GRADING_LOG.md, "Evasions and partial answers,
+# tried"): their training answers that are wrong differ from a right one by a claim, and an answer with
+# no claim at all was only ever one of the fixed HEDGES above, which name no subject.
 EVASION_FRAMES = (
     "{t} is something that matters a lot in multi-GPU training",
     "it's about {t}, and it really depends on the setup",

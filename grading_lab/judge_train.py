@@ -64,7 +64,7 @@ class Recipe:
     answers_repeat: int = 3  # and the written training answers (data/train/) this many
     # A negation and a swap of each written right answer (grading_lab/contrasts.py: written_contrasts),
     # this many times one pass. 0 for the shipped judge: at 2 the judge alone on the dev set fell from
-    # 0.777 / 0.903 to 0.742 / 0.870 (docs/GRADING.md, "Known weak spots").
+    # 0.777 / 0.903 to 0.742 / 0.870 (docs/GRADING_LOG.md, "Other tries").
     written_contrasts_repeat: int = 0
     # Beetle only: its 5-way labels tell partial from contradictory answers. SciEntsBank's 2-way
     # "incorrect" lumps partially right answers with wrong ones, and taught the judge that an answer
@@ -95,27 +95,29 @@ class Recipe:
     # carry a content-free opening or closing on every answer, right and wrong alike, the label kept
     # (grading_lab/contrasts.py: dress), so that no opening is a sign of a right answer. 0 for the
     # shipped judge: at 1 the grader resisted openings it was never shown but lost a little on plain
-    # answers, and the foreign head would need refitting (docs/GRADING.md, "Lead-ins").
+    # answers, and the foreign head would need refitting (docs/GRADING_LOG.md, "Lead-ins in the judge's
+    # training").
     lead_ins: int = 0
     # Every training answer ends in a full stop or not at random, the label kept (grading_lab/contrasts.py:
     # restopped), so that the stop is no sign of either. False for the shipped judge, which never sees one
-    # (no_stops; docs/GRADING.md, "Final full stops").
+    # (no_stops; docs/GRADING_LOG.md, "Final full stops").
     random_stops: bool = False
     # Every training answer without its final full stops (grading_lab/contrasts.py: destopped), as the
     # grader reads answers (app/grading/grader.py: _precheck): the project's written answers end in a
-    # stop far more often when they are wrong (docs/GRADING.md, "Final full stops"), and a judge that
+    # stop far more often when they are wrong (docs/GRADING_LOG.md, "Final full stops"), and a judge that
     # never sees one cannot take it for a sign of either. A manifest without the field predates it (False).
     no_stops: bool = True
     # The bank's evasions (grading_lab/contrasts.py: evasion_pairs), bank_repeat times one pass: the
     # question's subject in a frame that claims nothing (incorrect), beside the subject followed by an
     # accepted answer (correct). False for the shipped judges: a late judge trained with them read the
-    # dev set's evasions no better and its typo'd right answers worse (docs/GRADING.md, "Known weak spots").
+    # dev set's evasions no better and its typo'd right answers worse (docs/GRADING_LOG.md, "Evasions and
+    # partial answers, tried").
     evasions: bool = False
 
 
 # The late judge's recipe (`tutor models train-judge --late`): four frozen layers and two joined. The
 # pair judge's learning rate and epochs undertrain the two joined layers (alone on the dev set 0.640 /
-# 0.864 against 0.735 / 0.899; docs/GRADING.md, "The late judge").
+# 0.864 against 0.735 / 0.899; docs/GRADING_LOG.md, "Cheaper judges, side by side").
 LATE_RECIPE = Recipe(late_split=4, epochs=3, learning_rate=1e-4, version="late-judge-2")
 HOLDOUT_FOLDS = 5
 DISTIL_TEMPERATURE = 2.0

@@ -1,7 +1,7 @@
 """How much a final full stop moves the judges and the grader, on labelled files.
 
 The project's written answers end in "." far more often when they are wrong than when they are right
-(`--counts`; docs/GRADING.md, "Final full stops"), so a grader that reads the stop is flattered on them and
+(`--counts`; docs/GRADING_LOG.md, "Final full stops"), so a grader that reads the stop is flattered on them and
 not on answers written elsewhere. This probe reads each file three ways: as written, with every final
 full stop removed, and with one on every answer. It reports the judges alone, each against the
 question's first accepted answer (its most probable label), and with `--served` the grader as served

@@ -9,7 +9,7 @@ committed as decision.json beside this file.
 A bank question (one with neighbouring questions) that no head grades is weighed by the bank
 decision instead (bank_decision.json, `python -m grading_lab.decision_fit --bank --write`): the same
 inputs and the late judge's reading of the same pairs (BANK_FEATURES). Two judges built apart read
-an answer better together than either alone (docs/GRADING.md, "Two judges").
+an answer better together than either alone (docs/GRADING_LOG.md, "Two judges").
 """
 
 from __future__ import annotations

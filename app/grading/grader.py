@@ -125,7 +125,7 @@ REVERSAL_JUDGE_RIGHT = 0.5
 # `correct`, however close its words: the bank decision once called "all-gather leaves each rank with
 # only its own chunk" correct on the similarity evidence (the pair judge read it 0.90 incorrect, the
 # late judge 0.72). Grouped CV in grading_lab/decision_fit.py --bank: 0.8227 / 0.9334 without the
-# rule, 0.8235 / 0.9344 with it at 0.4-0.6 alike (docs/GRADING.md, "Two judges").
+# rule, 0.8235 / 0.9344 with it at 0.4-0.6 alike (docs/GRADING_LOG.md, "The both-wrong rule").
 BOTH_JUDGES_WRONG = 0.5  # such an answer is incorrect (graded partial instead: 0.8226 / 0.9344)
 # An answer with no word beyond the question's that the decision calls partial is incorrect where the two
 # judges' mean P(incorrect) is at least this (grouped CV in grading_lab/decision_fit.py --bank: 0.8319 with
@@ -328,7 +328,7 @@ def _nothing_beyond_the_question(r: _Reading) -> None:
     """Nor is an answer partly right when no word of it goes beyond the question's own towards the accepted
     answers or the explanation and the judges read it as wrong on the whole (their mean P(incorrect)):
     partial credit would rest on nothing ("they're two different strategies, each with its pros and cons";
-    docs/GRADING.md, "Two judges")."""
+    docs/GRADING_LOG.md, "Two judges")."""
     wrong = _judges_wrong(r)
     if (wrong is not None and r.verdict == "partial" and r.ev.beyond_question == 0
             and sum(wrong) / 2 >= EVASION_JUDGES_WRONG):
@@ -340,7 +340,7 @@ def _roles_clear_clause_swap(r: _Reading) -> None:
     """The clause check read a swap where the question's authored roles read every side the answer names
     with its own words and none with another's: the authored reading is the question's own, the clause
     check a guess from the accepted answer's wording ("data parallelism copies the model to all GPUs and
-    each one gets different data"; docs/GRADING.md, "Two judges"). The flag goes, and its feedback."""
+    each one gets different data"; docs/GRADING_LOG.md, "Two judges"). The flag goes, and its feedback."""
     if r.late_ref is not None and r.ev.roles_confirmed and "roles_swapped" in r.flags:
         r.flags.remove("roles_swapped")
 
@@ -377,7 +377,7 @@ def _misconception(r: _Reading) -> None:
 def _roles_stated(r: _Reading) -> None:
     """On a bank question the bank decision weighs: an answer that gives every authored side its own words
     and no side another's states the relation the question asks about, which the judges do not read (both
-    read some such questions' right answers as wrong; docs/GRADING.md, "Two judges"). It is correct unless a
+    read some such questions' right answers as wrong; docs/GRADING_LOG.md, "Two judges"). It is correct unless a
     sure check, a rule above or a named misconception made it incorrect."""
     if (r.late_ref is not None and r.ev.roles_stated and r.ev.adopted is None and r.wrong is None
             and not r.sure and r.verdict != "correct"):

@@ -102,7 +102,7 @@ class PairJudge:
 
         Each pair is its own run, never padded beside another: dynamic int8 scales a run's
         activations over the whole batch, so a batch-mate would move a pair's probabilities
-        (docs/GRADING.md, "The pair judge alone"), and a pair's reading must not depend on what was
+        (docs/GRADING_LOG.md, "Earlier figures"), and a pair's reading must not depend on what was
         read with it (tests/app/grading/test_pairjudge.py).
         """
         out = np.zeros((len(triples), len(JUDGE_LABELS)), dtype=np.float32)

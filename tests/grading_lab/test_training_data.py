@@ -293,8 +293,8 @@ def test_the_held_out_lead_ins_share_no_word_with_the_other_lists() -> None:
 
 
 def test_random_stops_leave_no_label_with_the_final_full_stop() -> None:
-    """The bank's answers end without a full stop and most written ones with one (docs/GRADING.md, "Full
-    stops"): with `random_stops` every label ends in one about half the time, and nothing else changes."""
+    """The bank's answers end without a full stop and most written ones with one (docs/GRADING_LOG.md,
+    "Final full stops"): with `random_stops` every label ends in one about half the time, and nothing else changes."""
     from collections import Counter
 
     from grading_lab.contrasts import Pair, restopped

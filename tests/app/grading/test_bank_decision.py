@@ -149,7 +149,7 @@ def test_offline_grading_reads_the_committed_late_judge_on_the_int8_export(
     probs = judge.probabilities(read)
     assert probs.shape == (2, 3) and np.allclose(probs.sum(axis=1), 1.0, atol=1e-5)
     # The right answer is read as more right than the wrong one; late-judge-2 reads this paraphrase as
-    # wrong all the same (P(correct) 0.14; docs/GRADING.md, "Known weak spots"), and the grader, with the
+    # wrong all the same (P(correct) 0.14; docs/GRADING_LOG.md, "Final full stops"), and the grader, with the
     # pair judge, grades it correct.
     assert probs[0, 0] > 0.1 and probs[1, 0] < 0.05
 
@@ -262,7 +262,7 @@ def test_an_answer_the_judges_read_as_wrong_that_says_nothing_beyond_the_questio
 
 def test_an_answer_that_states_every_side_in_its_own_words_is_correct_whatever_the_judges_read(
         fake: FakeEncoder) -> None:
-    """Both judges read this question's right answers as wrong (docs/GRADING.md, "Two judges"); an answer
+    """Both judges read this question's right answers as wrong (docs/GRADING_LOG.md, "Two judges"); an answer
     that gives each authored side its own words and no side another's is right. One side alone, a swap,
     or a question without authored roles keep the decision's verdict."""
     leaning_wrong = (0.02, 0.05, 0.93)
