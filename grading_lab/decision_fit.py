@@ -34,7 +34,7 @@ from app.grading.decision import (
     Decision,
     load_decision,
 )
-from app.grading.grader import Judged, bank_input, decide, decision_input, vetoed
+from app.grading.grader import BANK_GRADER, DECISION_GRADER, Judged, bank_input, decide, decision_input, vetoed
 from app.grading.judges import Judge, default_judge, load_judge, offline_late_judge
 from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_rubrics
 from grading_lab.judge_train import (
@@ -237,9 +237,9 @@ def main() -> None:
     figures = crossval(data, bank=bank)
     print(json.dumps({"grouped_cv": figures}, indent=2))
     if "--write" in sys.argv:
-        version = f"grader-2.1+{default_judge().version}"
+        version = f"{DECISION_GRADER}+{default_judge().version}"
         if bank:
-            version = f"grader-2.7+{default_judge().version}+{offline_late_judge().version}"
+            version = f"{BANK_GRADER}+{default_judge().version}+{offline_late_judge().version}"
         fitted_on = [str(p.resolve().relative_to(DATA_DIR.parent.resolve())) for p in files]
         x = bank_rows(data) if bank else data.x
         path = BANK_DECISION_PATH if bank else DECISION_PATH

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -115,6 +116,13 @@ def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralMo
     return GradeResult(**judge(rubric, pending.text, vec, pending.flags, model))
 
 
+# The grader's own part of the `grader_version` each decision's verdicts carry (the judges' versions follow
+# it): what the decision weighs and the rules after it. A change to either bumps it, and the decision is
+# refitted for it (`python -m grading_lab.decision_fit [--bank] --write` writes the version into its file).
+DECISION_GRADER = "grader-2.1"  # decision.json: the decision over the pair judge
+BANK_GRADER = "grader-2.7"  # bank_decision.json: the bank decision over both judges, and RULES
+
+
 # A swap of two roles or a negation that the checks find is incorrect unless the pair judge reads the
 # answer as right (P(correct) >= this): the labelling rules make both always incorrect, and the
 # judge alone reads some of them as partial (grouped CV in grading_lab/decision_fit.py: neutral
@@ -129,8 +137,8 @@ REVERSAL_JUDGE_RIGHT = 0.5
 BOTH_JUDGES_WRONG = 0.5  # such an answer is incorrect (graded partial instead: 0.8226 / 0.9344)
 # An answer with no word beyond the question's that the decision calls partial is incorrect where the two
 # judges' mean P(incorrect) is at least this (grouped CV in grading_lab/decision_fit.py --bank: 0.8319 with
-# both judges at 0.5 or more each, 0.8337 with their mean, higher at all seven fold seeds; docs/GRADING.md,
-# "Two judges").
+# both judges at 0.5 or more each, 0.8337 with their mean, higher at all seven fold seeds;
+# docs/GRADING_LOG.md, "The judges' mean for evasions").
 EVASION_JUDGES_WRONG = 0.5
 MISCONCEPTION_FLOOR = 0.5  # the judge's P(correct) + P(partial) against a wrong option that names it
 # Checks that are cheap and sure: an answer they flag is incorrect whatever the decision weighs
@@ -295,6 +303,16 @@ class _Reading:
     wrong: str | None = None  # the wrong option named as the answer's misconception
     stated: bool = False  # the authored roles made the answer correct
 
+    @cached_property
+    def judges_wrong(self) -> tuple[float, float] | None:
+        """The two judges' P(incorrect) against the accepted answer, where the rules that read both may act:
+        the bank decision weighed the answer, no labelled example decided it, and it does not give the
+        question's authored roles their own words (the judges do not read which subject goes with which
+        claim; docs/GRADING.md, "Known weak spots")."""
+        if self.late_ref is None or self.ev.adopted is not None or self.ev.roles_confirmed:
+            return None
+        return float(self.judge_ref[2]), float(self.late_ref[2])
+
 
 def _head_needs_support(r: _Reading) -> None:
     """A head's partial credit needs something to rest on. The decision alone weighs `unsupported` as one
@@ -306,20 +324,10 @@ def _head_needs_support(r: _Reading) -> None:
         r.flags.append("off_topic")
 
 
-def _judges_wrong(r: _Reading) -> tuple[float, float] | None:
-    """The two judges' P(incorrect) against the accepted answer, where the rules that read both may act: the
-    bank decision weighed the answer, no labelled example decided it, and it does not give the question's
-    authored roles their own words (the judges do not read which subject goes with which claim;
-    docs/GRADING.md, "Known weak spots")."""
-    if r.late_ref is None or r.ev.adopted is not None or r.ev.roles_confirmed:
-        return None
-    return float(r.judge_ref[2]), float(r.late_ref[2])
-
-
 def _both_judges_wrong(r: _Reading) -> None:
     """An answer both judges read as wrong is not correct: the similarity evidence alone does not make it
     right."""
-    wrong = _judges_wrong(r)
+    wrong = r.judges_wrong
     if wrong is not None and r.verdict == "correct" and min(wrong) >= BOTH_JUDGES_WRONG:
         r.verdict, r.sure = "incorrect", True
 
@@ -329,7 +337,7 @@ def _nothing_beyond_the_question(r: _Reading) -> None:
     answers or the explanation and the judges read it as wrong on the whole (their mean P(incorrect)):
     partial credit would rest on nothing ("they're two different strategies, each with its pros and cons";
     docs/GRADING_LOG.md, "Two judges")."""
-    wrong = _judges_wrong(r)
+    wrong = r.judges_wrong
     if (wrong is not None and r.verdict == "partial" and r.ev.beyond_question == 0
             and sum(wrong) / 2 >= EVASION_JUDGES_WRONG):
         r.verdict, r.sure = "incorrect", True

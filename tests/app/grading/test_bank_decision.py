@@ -26,7 +26,7 @@ from app.grading.decision import (
     load_decision,
 )
 from app.grading.examples import MIN_EXAMPLES
-from app.grading.grader import bank_input, decide
+from app.grading.grader import BANK_GRADER, DECISION_GRADER, bank_input, decide
 from app.grading.judge import evidence
 from app.grading.judges import offline_late_judge
 from app.grading.rubric import Rubric, attach_neighbours
@@ -75,6 +75,16 @@ def test_the_committed_bank_decision_reads_the_decisions_inputs_and_the_late_jud
     manifest = json.loads(BANK_DECISION_PATH.read_text(encoding="utf-8"))
     assert "late-judge" in manifest["version"] and "pair-judge" in manifest["version"]
     assert manifest["grouped_cv"]["n"] > 1000  # its figures are grouped cross-validation, recorded with it
+
+
+def test_the_committed_decisions_are_fitted_for_this_grader_and_its_judges() -> None:
+    """A change to what a decision weighs or to the rules after it bumps the grader's part of the version, and
+    the decision must then be refitted for it; so must a retrained judge."""
+    from app.grading.judges import default_judge
+
+    pair, late = default_judge().version, offline_late_judge().version
+    assert load_decision().version == f"{DECISION_GRADER}+{pair}"
+    assert load_bank_decision().version == f"{BANK_GRADER}+{pair}+{late}"
 
 
 def test_a_decision_file_is_refused_for_the_wrong_features(tmp_path: Any) -> None:
