@@ -28,10 +28,6 @@ JUDGE_MISSES = {
         "'subset' nominates the wrong option 'randomly assigns overlapping subsets', which both judges read as "
         "near as the accepted answer, and the bank decision weighs the nomination: incorrect; without it, "
         "partial, as the training answers label the answer without set_epoch",
-    "it gives each rank a disjoint subset of the indices based on its rank and the world size, and set_epoch "
-    "reshuffles each epoch":
-        "the pair judge reads 'set_epoch ... each epoch' as the wrong option 'automatically calls set_epoch each "
-        "epoch internally' (P(incorrect) 0.9), and both judges reading it wrong make it incorrect",
 }
 
 
@@ -90,8 +86,10 @@ NEW = [
 ]
 
 
-# Right answers to the DistributedSampler question with both its parts, probed beside the reported one: the first
-# is graded wrong.
+# Right answers to the DistributedSampler question with both its parts, probed beside the reported one. The pair
+# judge reads the first as the wrong option "automatically calls set_epoch each epoch internally" (P(incorrect)
+# 0.91, the late judge 0.58); it was graded incorrect while the rule for answers both judges read as wrong
+# fired at 0.5 each.
 PROBED = [
     (F003, 5, "it gives each rank a disjoint subset of the indices based on its rank and the world size, and "
               "set_epoch reshuffles each epoch", "correct"),
