@@ -77,12 +77,12 @@ def test_the_committed_bank_decision_reads_the_decisions_inputs_and_the_late_jud
     assert manifest["grouped_cv"]["n"] > 1000  # its figures are grouped cross-validation, recorded with it
 
 
-def test_the_committed_decisions_are_fitted_for_this_grader_and_its_judges() -> None:
+def test_the_committed_decisions_are_fitted_for_this_grader_and_its_judges(served_late_judge: Any) -> None:
     """A change to what a decision weighs or to the rules after it bumps the grader's part of the version, and
     the decision must then be refitted for it; so must a retrained judge."""
     from app.grading.judges import default_judge
 
-    pair, late = default_judge().version, offline_late_judge().version
+    pair, late = default_judge().version, served_late_judge.version
     assert load_decision().version == f"{DECISION_GRADER}+{pair}"
     assert load_bank_decision().version == f"{BANK_GRADER}+{pair}+{late}"
 
