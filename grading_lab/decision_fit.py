@@ -237,9 +237,8 @@ def main() -> None:
     figures = crossval(data, bank=bank)
     print(json.dumps({"grouped_cv": figures}, indent=2))
     if "--write" in sys.argv:
-        version = f"{DECISION_GRADER}+{default_judge().version}"
-        if bank:
-            version = f"{BANK_GRADER}+{default_judge().version}+{offline_late_judge().version}"
+        pair = default_judge().version
+        version = f"{BANK_GRADER}+{pair}+{offline_late_judge().version}" if bank else f"{DECISION_GRADER}+{pair}"
         fitted_on = [str(p.resolve().relative_to(DATA_DIR.parent.resolve())) for p in files]
         x = bank_rows(data) if bank else data.x
         path = BANK_DECISION_PATH if bank else DECISION_PATH

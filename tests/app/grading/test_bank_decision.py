@@ -28,7 +28,7 @@ from app.grading.decision import (
 from app.grading.examples import MIN_EXAMPLES
 from app.grading.grader import BANK_GRADER, DECISION_GRADER, bank_input, decide
 from app.grading.judge import evidence
-from app.grading.judges import offline_late_judge
+from app.grading.judges import default_judge, offline_late_judge
 from app.grading.rubric import Rubric, attach_neighbours
 from app.grading.scoring import load_model
 from grading_lab.evaluation import bank_items
@@ -80,8 +80,6 @@ def test_the_committed_bank_decision_reads_the_decisions_inputs_and_the_late_jud
 def test_the_committed_decisions_are_fitted_for_this_grader_and_its_judges(served_late_judge: Any) -> None:
     """A change to what a decision weighs or to the rules after it bumps the grader's part of the version, and
     the decision must then be refitted for it; so must a retrained judge."""
-    from app.grading.judges import default_judge
-
     pair, late = default_judge().version, served_late_judge.version
     assert load_decision().version == f"{DECISION_GRADER}+{pair}"
     assert load_bank_decision().version == f"{BANK_GRADER}+{pair}+{late}"

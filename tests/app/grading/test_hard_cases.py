@@ -97,6 +97,8 @@ PROBED = [
               "set_epoch every epoch to reshuffle", "correct"),
 ]
 
+GRADED = REPORTED + NEW + PROBED  # graded for their verdicts
+
 
 # Graded for what their feedback says: wrong, with every key idea's words present.
 FEEDBACK = [
@@ -115,13 +117,13 @@ def graded(served_late_judge: Judge) -> dict[tuple[str, int, str], GradeResult]:
     rubrics: dict[tuple[str, int], Rubric] = dict(
         zip(keys, prepare_many([items[k] for k in keys], encoder), strict=True))
     attach_neighbours(list(rubrics.values()))
-    cases = REPORTED + NEW + PROBED + FEEDBACK
+    cases = GRADED + FEEDBACK
     results = grade_many([rubrics[(f, n)] for f, n, _, _ in cases], [a for _, _, a, _ in cases], encoder,
                          graders=Graders(late=served_late_judge))
     return {(f, n, a): r for (f, n, a, _), r in zip(cases, results, strict=True)}
 
 
-@pytest.mark.parametrize(("file", "number", "answer", "expected"), [_case(*c) for c in REPORTED + NEW + PROBED])
+@pytest.mark.parametrize(("file", "number", "answer", "expected"), [_case(*c) for c in GRADED])
 def test_graded_as_an_expert_would(graded: dict[tuple[str, int, str], GradeResult], file: str, number: int,
                                    answer: str, expected: str) -> None:
     result = graded[(file, number, answer)]
@@ -129,7 +131,7 @@ def test_graded_as_an_expert_would(graded: dict[tuple[str, int, str], GradeResul
 
 
 @pytest.mark.parametrize(("file", "number", "answer", "expected"),
-                         [c for c in REPORTED + NEW + PROBED if c[3] == "correct"])
+                         [c for c in GRADED if c[3] == "correct"])
 def test_a_correct_answer_is_never_told_it_holds_a_misconception(
         graded: dict[tuple[str, int, str], GradeResult], file: str, number: int, answer: str, expected: str) -> None:
     result = graded[(file, number, answer)]
