@@ -181,8 +181,22 @@ def strip_injection(answer: str) -> tuple[str, bool]:
     return " ".join(k.strip() for k in kept if k.strip()), True
 
 
+# Words that set one term against another and so make a terse answer a claim ("lockstep all-reduce vs
+# independent stale updates", "... by marking unused params ready").
+_RELATING_WORDS = frozenset({"by", "across", "against", "into", "onto", "via", "through", "between", "vs", "versus"})
+
+
+def relates_terms(answer: str) -> bool:
+    """Whether a terse answer relates its terms: two parts of two words or more joined by ";" or ":"
+    ("DP: model copied, data split; MP: model split"), or a relating word between two of its words."""
+    clauses = [part for part in re.split(r"[;:]", answer) if len(raw_tokens(part)) >= 2]
+    return len(clauses) >= 2 or any(t in _RELATING_WORDS for t in raw_tokens(answer)[1:-1])
+
+
 def is_keyword_list(answer: str, reference: str) -> bool:
     """A bare list of terms ('NCCL NVLink RDMA all-reduce') where the reference is a sentence."""
+    if relates_terms(answer):
+        return False  # a terse claim ("DP copies model, splits data; MP splits model"), not a list
     items = [i for i in re.split(r"[,;/]", answer) if i.strip()]
     if len(items) >= 2 and sum(len(raw_tokens(i)) > 3 for i in items) > len(items) // 4:
         return False  # comma-separated clauses ("src rank's tensor copied to everyone, e.g. weights"), not terms

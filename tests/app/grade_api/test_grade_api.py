@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from app.db import make_engine, make_sessionmaker, transaction
 from app.grade_api.endpoints import GradingResponse
+from app.grading.examples import load_head
 from app.keys.service import usage
 from app.models import Attempt
 
@@ -138,8 +139,9 @@ def test_labelled_examples_keep_the_response_shape(
     plain = client.post("/v1/grade", json={**INLINE, "answer": answer}, headers=headers).json()
     taught = client.post("/v1/grade", json={**INLINE, "examples": LABELLED, "answer": answer}, headers=headers)
     assert taught.status_code == 200, taught.text
-    assert set(taught.json()) == set(plain) and taught.json()["grader_version"].endswith("+examples-1")
-    assert "+examples-1" not in plain["grader_version"]
+    head = f"+{load_head().version}"  # the example head's version ends what it graded
+    assert set(taught.json()) == set(plain) and taught.json()["grader_version"].endswith(head)
+    assert head not in plain["grader_version"]
     # A registered rubric keeps its examples: graded by id, the head reads them too.
     rid = client.post("/v1/rubrics", json={**INLINE, "examples": LABELLED}, headers=headers).json()["rubric_id"]
     by_id = client.post("/v1/grade", json={"rubric_id": rid, "answer": answer}, headers=headers).json()

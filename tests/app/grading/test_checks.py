@@ -11,6 +11,7 @@ from app.grading.checks import (
     is_evasive,
     is_keyword_list,
     negation_mismatch,
+    relates_terms,
     restates_question,
     strip_empty_edges,
     strip_injection,
@@ -98,6 +99,29 @@ def test_keyword_list() -> None:
     assert not is_keyword_list(
         "Data + tensor + pipeline parallelism", "Data parallelism + tensor parallelism + pipeline parallelism"
     )
+
+
+@pytest.mark.parametrize("answer", [
+    "DP: model copied, data split; MP: model split",  # clauses joined by ";" and ":"
+    "DDP multi-process; DP threads, GPU0 bottleneck",
+    "lockstep all-reduce vs independent stale updates",  # a relating word between terms
+    "Lets DDP handle dynamic graphs by marking unused params ready.",
+])
+def test_terse_claims_are_not_keyword_lists(answer: str) -> None:
+    ref = "DDP runs one process per GPU and all-reduces gradients, while DataParallel uses threads in one process"
+    assert relates_terms(answer)
+    assert not is_keyword_list(answer, ref)
+
+
+@pytest.mark.parametrize("answer", [
+    "GIL threads processes NCCL GPU0 scatter gather",
+    "NCCL; NVLink; RDMA; InfiniBand bandwidth collectives",  # ";" between single terms joins no clauses
+    "vs NCCL Gloo NVLink RDMA InfiniBand bandwidth",  # a relating word with nothing before it relates nothing
+])
+def test_lists_relate_nothing(answer: str) -> None:
+    ref = "DDP runs one process per GPU and all-reduces gradients, while DataParallel uses threads in one process"
+    assert not relates_terms(answer)
+    assert is_keyword_list(answer, ref)
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 The first group are answers that an earlier grader got wrong, tried as a new user would; the
 second, one new answer of each kind, written for this test and found in no training file (the
 bank's contrast pairs, the ASAG splits) and in neither labelled set; the third, right answers probed
-beside a reported one.
+beside a reported one, and terse right answers that an earlier keyword-list check vetoed.
 """
 
 from __future__ import annotations
@@ -95,6 +95,9 @@ PROBED = [
               "set_epoch reshuffles each epoch", "correct"),
     (F003, 5, "each rank takes a disjoint subset of the indices based on its rank and the world size; you call "
               "set_epoch every epoch to reshuffle", "correct"),
+    # terse claims that the keyword-list check once read as bare lists of terms
+    (F003, 1, "data parallel replicates model, splits batch; model parallel splits model", "correct"),
+    (F003, 7, "DDP multiprocess vs DP multithreaded GIL-bound single process", "correct"),
 ]
 
 GRADED = REPORTED + NEW + PROBED  # graded for their verdicts
