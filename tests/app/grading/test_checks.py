@@ -101,6 +101,9 @@ def test_keyword_list() -> None:
     )
 
 
+DDP_REF = "DDP runs one process per GPU and all-reduces gradients, while DataParallel uses threads in one process"
+
+
 @pytest.mark.parametrize("answer", [
     "DP: model copied, data split; MP: model split",  # clauses joined by ";" and ":"
     "DDP multi-process; DP threads, GPU0 bottleneck",
@@ -108,9 +111,8 @@ def test_keyword_list() -> None:
     "Lets DDP handle dynamic graphs by marking unused params ready.",
 ])
 def test_terse_claims_are_not_keyword_lists(answer: str) -> None:
-    ref = "DDP runs one process per GPU and all-reduces gradients, while DataParallel uses threads in one process"
     assert relates_terms(answer)
-    assert not is_keyword_list(answer, ref)
+    assert not is_keyword_list(answer, DDP_REF)
 
 
 @pytest.mark.parametrize("answer", [
@@ -119,9 +121,8 @@ def test_terse_claims_are_not_keyword_lists(answer: str) -> None:
     "vs NCCL Gloo NVLink RDMA InfiniBand bandwidth",  # a relating word with nothing before it relates nothing
 ])
 def test_lists_relate_nothing(answer: str) -> None:
-    ref = "DDP runs one process per GPU and all-reduces gradients, while DataParallel uses threads in one process"
     assert not relates_terms(answer)
-    assert is_keyword_list(answer, ref)
+    assert is_keyword_list(answer, DDP_REF)
 
 
 @pytest.mark.parametrize(

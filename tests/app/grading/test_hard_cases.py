@@ -3,7 +3,7 @@
 The first group are answers that an earlier grader got wrong, tried as a new user would; the
 second, one new answer of each kind, written for this test and found in no training file (the
 bank's contrast pairs, the ASAG splits) and in neither labelled set; the third, right answers probed
-beside a reported one, and terse right answers that an earlier keyword-list check vetoed.
+beside a reported one, and terse right answers that the keyword-list check once read as bare lists.
 """
 
 from __future__ import annotations
