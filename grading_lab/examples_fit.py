@@ -41,6 +41,14 @@ def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> Examp
     return fit_logistic_head(ExampleHead, HEAD_VERSION, [s.head_rows() for s in sims], sims, keep)
 
 
+def decision_of(sims: list[Simulated]) -> str:
+    """The version of the decision every set was graded with, which a head fitted on them reads again."""
+    versions = {s.decision.version for s in sims}
+    if len(versions) != 1:
+        raise ValueError(f"the sets were graded with different decisions: {sorted(versions)}")
+    return versions.pop()
+
+
 def fit_logistic_head(cls: type[H], version: str, weighed: list[tuple[np.ndarray, np.ndarray]],
                       sims: list[Simulated], keep: list[set[str]] | None = None, l2: float = L2,
                       targets: list[np.ndarray] | None = None) -> H:
@@ -147,9 +155,11 @@ def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED) -> H
                        {s.corpus: _confusion(s, predicted[n]) for n, s in enumerate(sims)})
 
 
-def manifest(head: ExampleHead, figures: HeadFigures) -> dict[str, Any]:
-    """examples.json: the head's weights, the recipe, the data's hashes and the figures."""
+def manifest(head: ExampleHead, figures: HeadFigures, decision: str) -> dict[str, Any]:
+    """examples.json: the head's weights, the version of the decision it reads again (`decision`: a refit of
+    that decision calls for a refit of the head), the recipe, the data's hashes and the figures."""
     return {**head.to_dict(),
+            "decision": decision,
             "recipe": {"l2": L2, "folds": FOLDS, "example_folds": EXAMPLE_FOLDS, "seed": SEED,
                        "min_examples": MIN_EXAMPLES, "nearest": NEAREST, "temperature": TEMPERATURE,
                        "inputs": list(INPUTS),
@@ -159,10 +169,11 @@ def manifest(head: ExampleHead, figures: HeadFigures) -> dict[str, Any]:
             "figures": figures.to_dict()}
 
 
-def fit(encoder: Encoder) -> tuple[ExampleHead, HeadFigures]:
-    """Simulate both splits and the dev set, measure the head in grouped CV and fit it on everything."""
+def fit(encoder: Encoder) -> tuple[ExampleHead, HeadFigures, str]:
+    """Simulate both splits and the dev set, measure the head in grouped CV and fit it on everything; with the
+    version of the decision the simulations were graded with."""
     sims = [*(simulate(c, encoder) for c in CORPORA), simulate_dev(encoder)]
-    return fit_head(sims), grouped_cv(sims)
+    return fit_head(sims), grouped_cv(sims), decision_of(sims)
 
 
 def without_examples(encoder: Encoder) -> dict[str, dict[str, float]]:
@@ -183,10 +194,10 @@ def main(argv: list[str] | None = None) -> None:
     from ingest.embedder import SentenceTransformerEncoder
 
     args = sys.argv[1:] if argv is None else argv
-    head, figures = fit(SentenceTransformerEncoder())
+    head, figures, decision = fit(SentenceTransformerEncoder())
     print(json.dumps(figures.to_dict(), indent=1))
     if "--check" not in args:
-        EXAMPLES_PATH.write_text(json.dumps(manifest(head, figures), indent=1) + "\n", encoding="utf-8")
+        EXAMPLES_PATH.write_text(json.dumps(manifest(head, figures, decision), indent=1) + "\n", encoding="utf-8")
         print(f"wrote {EXAMPLES_PATH}")
 
 

@@ -37,7 +37,15 @@ from app.grading.judges import Judge, default_judge, load_judge
 from app.grading.latejudge import is_late
 from grading_lab.asag import ASAG_DIR
 from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, concat, simulate, simulate_dev, split_rows
-from grading_lab.examples_fit import L2, Grouping, by_question, f1_2way, fit_logistic_head, grouped_verdicts
+from grading_lab.examples_fit import (
+    L2,
+    Grouping,
+    by_question,
+    decision_of,
+    f1_2way,
+    fit_logistic_head,
+    grouped_verdicts,
+)
 from grading_lab.judge_train import HOLDOUT_FOLDS, Recipe, asag_label, holdout_fold, recipe_of
 from grading_lab.logreg import macro_f1
 from ingest.embedder import Encoder
@@ -152,10 +160,12 @@ def figures(sims: list[Simulated]) -> dict[str, Any]:
     return {k: {c: round(v, 4) if isinstance(v, float) else v for c, v in d.items()} for k, d in out.items()}
 
 
-def manifest(head: ForeignHead, figs: dict[str, Any], judges: dict[int, Judge]) -> dict[str, Any]:
-    """foreign.json: the head's weights, the recipe, the data's hashes and the figures."""
+def manifest(head: ForeignHead, figs: dict[str, Any], judges: dict[int, Judge], decision: str) -> dict[str, Any]:
+    """foreign.json: the head's weights, the version of the decision it reads again (`decision`: a refit of
+    that decision calls for a refit of the head), the recipe, the data's hashes and the figures."""
     return {
         **head.to_dict(),
+        "decision": decision,
         "recipe": {
             "l2": L2,
             "folds": FOLDS,
@@ -187,7 +197,8 @@ def main(argv: list[str] | None = None) -> None:
     figs = figures(sims)
     print(json.dumps(figs, indent=1))
     if "--write" in args:
-        FOREIGN_PATH.write_text(json.dumps(manifest(fit_head(sims), figs, judges), indent=1) + "\n", encoding="utf-8")
+        written = manifest(fit_head(sims), figs, judges, decision_of(sims))
+        FOREIGN_PATH.write_text(json.dumps(written, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {FOREIGN_PATH}")
 
 

@@ -146,7 +146,7 @@ def _asag_report(as_json: bool) -> None:
 
     encoder = SentenceTransformerEncoder(get_settings().model)
     figures: dict[str, Any] = {}
-    _, head = fit(encoder)
+    _, head, _ = fit(encoder)
     bare = without_examples(encoder)
     for name in CORPORA:
         r = asag_crossval(encoder, name)

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from types import SimpleNamespace
+from typing import cast
 
 import numpy as np
 import pytest
 
 from app.grading import Graders, GradingItem, grade, prepare
+from app.grading.decision import load_decision
 from app.grading.examples import EXAMPLES_PATH, INPUTS, MIN_EXAMPLES, example_features, load_head, usable
 from grading_lab.asag import ASAG_DIR, CORPORA
-from grading_lab.examples_cv import DEV_PATH, simulate, split_rows
-from grading_lab.examples_fit import HEAD_VERSION, fit_head, grouped_cv
+from grading_lab.examples_cv import DEV_PATH, Simulated, simulate, split_rows
+from grading_lab.examples_fit import HEAD_VERSION, decision_of, fit_head, grouped_cv
 from ingest.identity import file_sha256
 from tests.fakes import FakeEncoder
 
@@ -116,6 +119,8 @@ def test_contrasting_examples_do_not_make_a_negation_correct(real_encoder) -> No
 def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
     manifest = json.loads(EXAMPLES_PATH.read_text(encoding="utf-8"))
     assert manifest["features"] == list(INPUTS) and manifest["version"] == HEAD_VERSION
+    # The head reads the served decision's probabilities again: a refitted decision calls for a refitted head.
+    assert manifest["decision"] == load_decision().version
     for corpus in CORPORA:
         assert manifest["data"][f"{corpus}_train.jsonl"] == file_sha256(ASAG_DIR / f"{corpus}_train.jsonl")
     assert manifest["data"]["dev.jsonl"] == file_sha256(DEV_PATH)
@@ -138,3 +143,13 @@ def test_the_simulation_never_shows_an_answer_to_its_own_rubric(real_encoder) ->
     assert np.isfinite(head.weights).all()
     figures = grouped_cv([sim], folds=2)
     assert set(figures.grouped_cv) == {"scientsbank"} and sum(figures.confusion["scientsbank"].values()) == len(rows)
+
+
+def test_a_head_is_fitted_over_one_decision() -> None:
+    """The manifest names the decision whose probabilities the head reads again; sets graded with different
+    decisions cannot make one head."""
+    one, other = (cast(Simulated, SimpleNamespace(decision=SimpleNamespace(version=v)))
+                  for v in ("grader-a", "grader-b"))
+    assert decision_of([one, one]) == "grader-a"
+    with pytest.raises(ValueError, match="different decisions"):
+        decision_of([one, other])

@@ -11,6 +11,7 @@ import pytest
 
 from app.grading import Graders, GradingItem, grade, prepare
 from app.grading.decision import FEATURES as DECISION_FEATURES
+from app.grading.decision import load_decision
 from app.grading.examples import MIN_EXAMPLES
 from app.grading.foreign import FOREIGN_PATH, INPUTS, applies, load_foreign
 from app.grading.rubric import attach_neighbours
@@ -42,6 +43,8 @@ def test_the_head_is_for_questions_outside_the_bank_without_enough_examples(fake
 def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
     manifest = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))
     assert manifest["features"] == list(INPUTS) and manifest["version"] == HEAD_VERSION
+    # The head reads the served decision's probabilities again: a refitted decision calls for a refitted head.
+    assert manifest["decision"] == load_decision().version
     for name in ("beetle_train.jsonl", "scientsbank_train.jsonl"):
         assert manifest["data"][name] == file_sha256(ASAG_DIR / name)
     assert manifest["data"]["dev.jsonl"] == file_sha256(DEV_PATH)
