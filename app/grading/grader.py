@@ -128,6 +128,9 @@ BANK_GRADER = "grader-2.9"  # bank_decision.json: the bank decision over both ju
 # judge alone reads some of them as partial (grouped CV in grading_lab/decision_fit.py: neutral
 # overall, 45 of the 50 training answers it settles are incorrect).
 REVERSAL_FLAGS = ("roles_swapped", "negation_mismatch")
+# Flags that say what is wrong with an answer: a reversal, or another question's answer. A `correct` verdict
+# does not carry them: the judges and the decision read past what the checks guessed.
+WRONG_FLAGS = (*REVERSAL_FLAGS, "other_question")
 REVERSAL_JUDGE_RIGHT = 0.5
 # An answer that both judges read as incorrect (P(incorrect) >= this against the accepted answer) is not
 # `correct`, however close its words: the bank decision once called "all-gather leaves each rank with
@@ -143,6 +146,12 @@ BOTH_JUDGES_WRONG = 0.6
 # docs/GRADING_LOG.md, "The judges' mean for evasions").
 EVASION_JUDGES_WRONG = 0.5
 MISCONCEPTION_FLOOR = 0.5  # the judge's P(correct) + P(partial) against a wrong option that names it
+# The learner is told which misconception the answer holds only where the pair judge's reading of it as that
+# wrong option's claim (P(correct) + P(partial)) exceeds its reading as the accepted answer's by more than this.
+# Nearer than that the judge cannot tell the two claims apart, and the answers named there on the labelled
+# files were mostly partial answers and evasions (`python -m grading_lab.feedback_probe`; docs/GRADING_LOG.md,
+# "What the grader tells learners"). The verdict does not change.
+MISCONCEPTION_NAMING_MARGIN = 0.05
 # Checks that are cheap and sure: an answer they flag is incorrect whatever the decision weighs
 # (a bare list of terms; an evasion or the question restated; nothing in common with the question's
 # material).
@@ -244,10 +253,10 @@ def _on_wrong(on_wrongs: np.ndarray) -> float:
     return float(on_wrongs[0, 0] + on_wrongs[0, 1]) if len(on_wrongs) else 0.0
 
 
-def _nearer_wrong(on_ref: np.ndarray, on_wrongs: np.ndarray) -> bool:
+def _nearer_wrong(on_ref: np.ndarray, on_wrongs: np.ndarray, margin: float = 0.0) -> bool:
     """Whether a judge's readings (against the accepted answer; against the nominated wrong option) take
-    the answer as the wrong option's claim more surely than as the accepted answer's."""
-    return _on_wrong(on_wrongs) > float(on_ref[0] + on_ref[1])
+    the answer as the wrong option's claim more surely than as the accepted answer's (by more than `margin`)."""
+    return _on_wrong(on_wrongs) > float(on_ref[0] + on_ref[1]) + margin
 
 
 def decision_input(ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray) -> np.ndarray:
@@ -373,15 +382,18 @@ def _authored_swap(r: _Reading) -> None:
 
 
 def _misconception(r: _Reading) -> None:
-    """A misconception is named only when the judge reads the answer as that wrong option's claim
-    (P >= MISCONCEPTION_FLOOR), and more surely than as the accepted answer's, and so does the late judge
-    where it read the answer; the similarity evidence alone only nominates it. An answer that states a wrong
-    option's claim is incorrect, however much of the accepted answer's subject it shares."""
+    """An answer that the judge reads as a nominated wrong option's claim (P >= MISCONCEPTION_FLOOR), and more
+    surely than as the accepted answer's, and so does the late judge where it read the answer, is incorrect,
+    however much of the accepted answer's subject it shares; the similarity evidence alone only nominates the
+    option. The misconception is named to the learner only where the pair judge tells the two claims apart
+    (MISCONCEPTION_NAMING_MARGIN)."""
     ev = r.ev
     if (r.verdict != "correct" and ev.wrong is not None and _on_wrong(r.on_wrongs) >= MISCONCEPTION_FLOOR
             and _nearer_wrong(r.judge_ref, r.on_wrongs)
             and (ev.late is None or len(ev.late) < 2 or _nearer_wrong(ev.late[0], ev.late[1:]))):
-        r.wrong, r.verdict, r.sure = ev.wrong, "incorrect", True
+        r.verdict, r.sure = "incorrect", True
+        if _nearer_wrong(r.judge_ref, r.on_wrongs, MISCONCEPTION_NAMING_MARGIN):
+            r.wrong = ev.wrong
 
 
 def _roles_stated(r: _Reading) -> None:
@@ -422,7 +434,8 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     r = _Reading(ev, on_refs[0], on_wrongs, late_ref, adjusted is not None, verdict, sure, list(ev.flags))
     for rule in RULES:
         rule(r)
-    flags = [f for f in r.flags if f != "misconception"] + (["misconception"] if r.wrong else [])
+    flags = [f for f in r.flags if f != "misconception" and not (r.verdict == "correct" and f in WRONG_FLAGS)]
+    flags += ["misconception"] if r.wrong else []
     p_c, p_p = float(probs[0]), float(probs[1])
     confidence = float(probs[VERDICTS.index(r.verdict)]) if ev.adopted is None else 0.95
     if r.sure:  # a sure check's verdict, scored as the checks before the encode score theirs

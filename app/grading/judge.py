@@ -266,7 +266,7 @@ def decision_feedback(verdict: str, flags: list[str], ev: Evidence, wrong: str |
     answers, the wrong option it states, the words that reverse or deny the accepted answer."""
     if verdict == "correct":
         return "Correct." + (" Unsure about the wording, though." if "unsure" in flags else "")
-    if ev.other_question is not None:
+    if ev.other_question is not None and verdict == "incorrect":  # a partial verdict gives the answer credit here
         return f'This answers a different question ("{ev.other_question}"), not the one asked.'
     if wrong is not None:
         return f'This matches a common misconception: "{wrong}". Compare it with the accepted answer.'

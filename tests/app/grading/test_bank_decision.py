@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from app.grading import Graders, GradingItem, grade, prepare
+from app.grading import GradeResult, Graders, GradingItem, grade, prepare
 from app.grading.decision import (
     AGREEMENT_FEATURES,
     BANK_DECISION_PATH,
@@ -26,7 +26,7 @@ from app.grading.decision import (
     load_decision,
 )
 from app.grading.examples import MIN_EXAMPLES
-from app.grading.grader import BANK_GRADER, DECISION_GRADER, bank_input, decide
+from app.grading.grader import BANK_GRADER, DECISION_GRADER, WRONG_FLAGS, bank_input, decide
 from app.grading.judge import evidence
 from app.grading.judges import default_judge, offline_late_judge
 from app.grading.rubric import Rubric, attach_neighbours
@@ -317,3 +317,51 @@ def test_the_rules_after_the_decision_read_what_the_rules_before_them_left(fake:
     stated = decide(rubric, answer, replace(ev, wrong=None, late=on_ref), on_ref, np.zeros((0, 3)), load_decision(),
                     bank=_always("partial"))
     assert (stated.verdict, stated.score) == ("correct", 1.0)
+
+
+def _decided(fake: FakeEncoder, answer: str, verdict: str, on_ref: Sequence[float],
+             on_wrong: Sequence[float] | None = None, **changes: Any) -> GradeResult:
+    """`answer` decided by a bank decision that always leans to `verdict`, both judges reading it as given
+    (against the accepted answer; against the nominated wrong option, if any), with `changes` to its evidence."""
+    rubric = _bank(fake)
+    ev = evidence(rubric, answer, fake.encode([answer])[0], [], load_model())
+    refs = np.array([on_ref])
+    wrongs = np.array([on_wrong]) if on_wrong is not None else np.zeros((0, 3))
+    ev = replace(ev, **{"flags": [], "wrong": None, **changes}, late=np.concatenate([refs, wrongs]))
+    return decide(rubric, answer, ev, refs, wrongs, load_decision(), bank=_always(verdict))
+
+
+def test_a_misconception_the_judge_cannot_tell_from_the_accepted_answer_is_not_named(fake: FakeEncoder) -> None:
+    """The judges read the answer as the wrong option's claim only a little more surely than as the accepted
+    answer's: the answer is incorrect, as before, but the learner is not told which misconception it holds
+    (a right answer in other words was once told it held "randomly assigns overlapping subsets")."""
+    answer = "it sums the tensors from every rank and keeps the total on rank 0"
+    wrong = QUESTION.wrong_answers[0]
+    tie = _decided(fake, answer, "partial", (0.45, 0.47, 0.08), (0.45, 0.49, 0.06), wrong=wrong)
+    assert (tie.verdict, tie.matched_misconception) == ("incorrect", None)
+    assert "misconception" not in tie.feedback
+    clear = _decided(fake, answer, "partial", (0.05, 0.1, 0.85), (0.8, 0.15, 0.05), wrong=wrong)
+    assert (clear.verdict, clear.matched_misconception) == ("incorrect", wrong)
+    assert f'misconception: "{wrong}"' in clear.feedback
+
+
+def test_a_correct_verdict_carries_no_flag_that_says_the_answer_is_wrong(fake: FakeEncoder) -> None:
+    """The clause check guessed a swap and the answer sits a little nearer another question's accepted answer,
+    but the judges read it as right: a caller shown `correct` is not also shown `roles_swapped`."""
+    guessed = {"flags": ["roles_swapped", "other_question"], "other_question": OTHER.question, "other_margin": 0.1}
+    answer = "every rank ends up holding the whole tensor"
+    correct = _decided(fake, answer, "correct", (0.9, 0.05, 0.05), **guessed)
+    assert correct.verdict == "correct" and not set(correct.flags) & set(WRONG_FLAGS), correct.flags
+    partial = _decided(fake, answer, "partial", (0.9, 0.05, 0.05), **guessed)
+    assert partial.verdict == "partial" and {"roles_swapped", "other_question"} <= set(partial.flags)
+
+
+def test_only_a_wrong_answer_is_told_it_answers_a_different_question(fake: FakeEncoder) -> None:
+    """Partial credit says the answer is partly right for this question; its feedback does not say it answers
+    another one."""
+    nearer_other = {"flags": ["other_question"], "other_question": OTHER.question, "other_margin": 0.1}
+    answer = "each rank keeps one shard"
+    partial = _decided(fake, answer, "partial", (0.1, 0.6, 0.3), **nearer_other)
+    assert partial.verdict == "partial" and "different question" not in partial.feedback, partial.feedback
+    wrong = _decided(fake, answer, "incorrect", (0.1, 0.2, 0.7), **nearer_other)
+    assert wrong.verdict == "incorrect" and f'different question ("{OTHER.question}")' in wrong.feedback

@@ -13,7 +13,7 @@ import pytest
 from app.grading import GradeResult, Graders, Rubric, grade_many, prepare_many
 from app.grading.judges import Judge
 from app.grading.rubric import attach_neighbours
-from grading_lab.evaluation import bank_items
+from grading_lab.evaluation import bank_items, bank_rubrics
 from ingest.embedder import SentenceTransformerEncoder
 
 pytestmark = pytest.mark.slow
@@ -140,6 +140,21 @@ def test_a_correct_answer_is_never_told_it_holds_a_misconception(
     result = graded[(file, number, answer)]
     assert result.matched_misconception is None
     assert "misconception" not in result.feedback
+
+
+def test_nor_is_it_told_so_where_the_decision_alone_grades() -> None:
+    """Without the late judge (the PyTorch fallback; questions a head grades), the decision and the pair judge
+    alone: the DistributedSampler answer is incorrect there too, but the pair judge reads it as the wrong
+    option's claim only a hair more surely than as the accepted answer's (0.945 against 0.942), too near to
+    name the misconception."""
+    encoder = SentenceTransformerEncoder()
+    rubrics = bank_rubrics(encoder)
+    right = [c for c in GRADED if c[3] == "correct"]
+    results = grade_many([rubrics[(f, n)] for f, n, _, _ in right], [a for _, _, a, _ in right], encoder,
+                         graders=Graders(no_late=True))
+    for (_, _, answer, _), result in zip(right, results, strict=True):
+        assert result.matched_misconception is None, answer
+        assert "misconception" not in result.feedback, (answer, result.feedback)
 
 
 def test_an_answer_to_another_question_is_told_which(graded: dict[tuple[str, int, str], GradeResult]) -> None:

@@ -1,0 +1,70 @@
+"""What the grader tells learners beside its verdict, on labelled files: does it say something false?
+
+Three things are counted, per verdict and per label, with the grader as served (both judges on bank
+questions; `--no-late`: the decision of `decision.json` alone, as the example head's questions, inline
+questions and the PyTorch fallback are graded):
+
+- the answers told they match a common misconception (`matched_misconception`);
+- the answers told they answer a different question (the feedback's "answers a different question");
+- the flags that say an answer is wrong (a swap, a negation, another question's answer) on a `correct`
+  verdict.
+
+A right or partial answer told it holds a misconception or answers another question is told something
+false; so is a correct verdict whose flags say the roles are swapped. The default files are every
+labelled file outside the blind set (docs/GRADING_LOG.md, "What the grader tells learners").
+
+    python -m grading_lab.feedback_probe [FILE ...] [--no-late]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from app.config import DATA_DIR, Settings
+from app.grading.grader import WRONG_FLAGS, GradeResult, Graders, grade_many
+from app.grading.judges import offline_late_judge
+from grading_lab.devset import read_rows
+from grading_lab.evaluation import MemoEncoder, bank_items, rubrics_of
+
+DEFAULT_FILES = (*sorted((DATA_DIR / "train").glob("*answers*.jsonl")),
+                 *(DATA_DIR / "eval" / f"{name}.jsonl"
+                   for name in ("dev", "evasive", "near_copies", "roles", "swaps", "swaps_more")))
+OTHER_QUESTION = "answers a different question"
+
+
+def told(rows: list[dict[str, Any]], results: list[GradeResult]) -> dict[str, dict[str, int]]:
+    """Per kind of statement, how many answers were told it, by "verdict/label"."""
+    counts: dict[str, Counter[str]] = {"misconception": Counter(), "other_question": Counter(),
+                                       "wrong_flags_on_correct": Counter()}
+    for row, result in zip(rows, results, strict=True):
+        key = f"{result.verdict}/{row['label']}"
+        if result.matched_misconception is not None:
+            counts["misconception"][key] += 1
+        if OTHER_QUESTION in result.feedback:
+            counts["other_question"][key] += 1
+        if result.verdict == "correct" and any(f in WRONG_FLAGS for f in result.flags):
+            counts["wrong_flags_on_correct"][key] += 1
+    return {name: dict(sorted(c.items())) for name, c in counts.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", type=Path, default=list(DEFAULT_FILES))
+    parser.add_argument("--no-late", action="store_true", help="the decision alone, without the late judge")
+    args = parser.parse_args()
+    from ingest.embedder import SentenceTransformerEncoder
+
+    encoder = MemoEncoder(SentenceTransformerEncoder(Settings().model))
+    graders = Graders(no_late=True) if args.no_late else Graders(late=offline_late_judge())
+    rows = [row for path in args.files for row in read_rows(path)]
+    results = grade_many(rubrics_of(rows, bank_items(), encoder), [r["answer"] for r in rows], encoder,
+                         graders=graders)
+    print(json.dumps({"answers": len(rows), "late_judge": not args.no_late, **told(rows, results)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+"""The feedback probe's counting."""
+
+from __future__ import annotations
+
+from app.grading import GradeResult
+from grading_lab.feedback_probe import told
+
+
+def test_what_each_answer_is_told_is_counted_by_verdict_and_label() -> None:
+    rows = [{"label": "partial"}, {"label": "correct"}, {"label": "incorrect"}, {"label": "correct"}]
+    results = [
+        GradeResult("incorrect", 0.0, 0.9, matched_misconception="it sums onto rank 0",
+                    feedback='This matches a common misconception: "it sums onto rank 0".'),
+        GradeResult("partial", 0.5, 0.6, flags=["other_question"],
+                    feedback='This answers a different question ("What is reduce-scatter?"), not the one asked.'),
+        GradeResult("correct", 1.0, 0.8, flags=["roles_swapped", "unsure"], feedback="Correct."),
+        GradeResult("correct", 1.0, 0.8, flags=["unsure"], feedback="Correct."),
+    ]
+    assert told(rows, results) == {"misconception": {"incorrect/partial": 1},
+                                   "other_question": {"partial/correct": 1},
+                                   "wrong_flags_on_correct": {"correct/incorrect": 1}}
