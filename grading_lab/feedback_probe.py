@@ -13,7 +13,11 @@ A right or partial answer told it holds a misconception or answers another quest
 false; so is a correct verdict whose flags say the roles are swapped. The default files are every
 labelled file outside the blind set (docs/GRADING_LOG.md, "What the grader tells learners").
 
+`--restated` lists instead the pairs of bank questions nearest each other (cosine of the questions' own
+vectors), which `rubric.RESTATED` reads as one question asked twice.
+
     python -m grading_lab.feedback_probe [FILE ...] [--no-late]
+    python -m grading_lab.feedback_probe --restated
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ from typing import Any
 from app.config import DATA_DIR, Settings
 from app.grading.grader import WRONG_FLAGS, GradeResult, Graders, grade_many
 from app.grading.judges import offline_late_judge
+from app.grading.rubric import RESTATED, Rubric
 from grading_lab.devset import read_rows
-from grading_lab.evaluation import MemoEncoder, bank_items, rubrics_of
+from grading_lab.evaluation import MemoEncoder, bank_items, bank_rubrics, rubrics_of
 
 DEFAULT_FILES = (*sorted((DATA_DIR / "train").glob("*answers*.jsonl")),
                  *(DATA_DIR / "eval" / f"{name}.jsonl"
@@ -51,14 +56,26 @@ def told(rows: list[dict[str, Any]], results: list[GradeResult]) -> dict[str, di
     return {name: dict(sorted(c.items())) for name, c in counts.items()}
 
 
+def nearest_questions(rubrics: list[Rubric], at_least: float = 0.6) -> list[tuple[float, str, str]]:
+    """Pairs of questions whose questions' vectors are at least `at_least` near (cosine), nearest first."""
+    pairs = [(float(a.question_vec @ b.question_vec), a.item.question, b.item.question)
+             for i, a in enumerate(rubrics) for b in rubrics[i + 1:]]
+    return sorted((p for p in pairs if p[0] >= at_least), reverse=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path, default=list(DEFAULT_FILES))
     parser.add_argument("--no-late", action="store_true", help="the decision alone, without the late judge")
+    parser.add_argument("--restated", action="store_true", help="only the bank's nearest pairs of questions")
     args = parser.parse_args()
     from ingest.embedder import SentenceTransformerEncoder
 
     encoder = MemoEncoder(SentenceTransformerEncoder(Settings().model))
+    if args.restated:
+        for cosine, one, other in nearest_questions(list(bank_rubrics(encoder).values())):
+            print(f"{cosine:.2f}{' restated' if cosine >= RESTATED else ''}\n  {one}\n  {other}")
+        return
     graders = Graders(no_late=True) if args.no_late else Graders(late=offline_late_judge())
     rows = [row for path in args.files for row in read_rows(path)]
     results = grade_many(rubrics_of(rows, bank_items(), encoder), [r["answer"] for r in rows], encoder,

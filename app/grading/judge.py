@@ -139,7 +139,7 @@ class Evidence:
     one_side: bool  # a two-sided reference answered about only some of its subjects
     unsupported: bool  # partial credit would have nothing to rest on
     other_margin: float  # how much nearer another question's accepted answer is than this one's
-    other_question: str | None  # that question, when the answer is flagged as answering it
+    other_question: str | None  # that question, when the answer is flagged as answering it and it is not this one
     role_swap: RoleSwap | None = None  # a swap of the question's authored roles (data/roles.yaml)
     roles_confirmed: bool = False  # the answer gives the authored roles their own words, and none another's
     # How many of the answer's stems are words of the accepted answers or the explanation that the question
@@ -172,15 +172,19 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
         wrong = None
     if wrong is not None:
         flags.append("misconception")
-    other_sim, other = (rubric.neighbours.nearest_other(vec, rubric.item.key) if rubric.neighbours is not None
-                        else (0.0, None))
+    neighbours = rubric.neighbours
+    other_sim, other, other_key = (neighbours.nearest_other(vec, rubric.item.key) if neighbours is not None
+                                   else (0.0, None, None))
     margin = other_sim - max(sig.ref.sims, default=0.0) if other is not None else 0.0
     answers_other = margin >= OTHER_MARGIN and other_sim >= OTHER_FLOOR
     if answers_other:
         flags.append("other_question")
+    # The feedback names the other question, unless it is this one asked again in another quiz document.
+    named_other = (other if answers_other and not (neighbours is not None
+                                                   and neighbours.restated(rubric.item.key, other_key)) else None)
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
-                    other if answers_other else None, role_swap, confirmed,
+                    named_other, role_swap, confirmed,
                     sum(1 for s in sig.stems if has_match(s, rubric.beyond_question)), roles_stated=reading.stated)
 
 

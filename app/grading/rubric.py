@@ -32,6 +32,13 @@ class GradingItem:
     roles: list[dict[str, Any]] = field(default_factory=list)
 
 
+# Two questions of a bank whose questions' vectors are at least this near (cosine) ask the same thing: the same
+# question in two quiz documents. In the shipped bank one pair does ("What is 'expert parallelism' in the
+# context of Mixture-of-Experts (MoE)...", 0.85); the next nearest pairs, 0.70 and 0.65, ask different things
+# (`python -m grading_lab.feedback_probe --restated`).
+RESTATED = 0.8
+
+
 @dataclass(frozen=True)
 class Neighbours:
     """Every question of a bank by its accepted answers' vectors: what an answer to another question is near."""
@@ -39,6 +46,7 @@ class Neighbours:
     keys: list[str | None]  # the question of each row
     questions: list[str]
     vecs: np.ndarray  # one row per accepted answer of every question
+    question_vecs: dict[str | None, np.ndarray] = field(default_factory=dict)  # each question's own vector, by key
 
     @classmethod
     def of(cls, rubrics: list[Rubric]) -> Neighbours:
@@ -50,16 +58,21 @@ class Neighbours:
                 questions.append(rubric.item.question)
                 rows.append(vec)
         vecs = np.stack(rows) if rows else np.zeros((0, 1), dtype=np.float32)
-        return cls(keys, questions, vecs)
+        return cls(keys, questions, vecs, {r.item.key: r.question_vec for r in rubrics})
 
-    def nearest_other(self, vec: np.ndarray, own: str | None) -> tuple[float, str | None]:
-        """The closest accepted answer of another question: its cosine and that question's text."""
+    def restated(self, own: str | None, other: str | None) -> bool:
+        """Whether the bank question keyed `other` asks what the one keyed `own` asks (RESTATED)."""
+        mine, theirs = self.question_vecs.get(own), self.question_vecs.get(other)
+        return mine is not None and theirs is not None and float(mine @ theirs) >= RESTATED
+
+    def nearest_other(self, vec: np.ndarray, own: str | None) -> tuple[float, str | None, str | None]:
+        """The closest accepted answer of another question: its cosine, that question's text and its key."""
         others = [i for i, key in enumerate(self.keys) if key != own]
         if own is None or not others:
-            return 0.0, None
+            return 0.0, None, None
         sims = self.vecs[others] @ vec
         best = int(np.argmax(sims))
-        return float(sims[best]), self.questions[others[best]]
+        return float(sims[best]), self.questions[others[best]], self.keys[others[best]]
 
 
 def attach_neighbours(rubrics: list[Rubric]) -> None:

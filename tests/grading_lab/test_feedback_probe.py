@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from app.grading import GradeResult
-from grading_lab.feedback_probe import told
+from app.grading import GradeResult, GradingItem, prepare_many
+from grading_lab.feedback_probe import nearest_questions, told
+from tests.fakes import FakeEncoder
 
 
 def test_what_each_answer_is_told_is_counted_by_verdict_and_label() -> None:
@@ -19,3 +20,10 @@ def test_what_each_answer_is_told_is_counted_by_verdict_and_label() -> None:
     assert told(rows, results) == {"misconception": {"incorrect/partial": 1},
                                    "other_question": {"partial/correct": 1},
                                    "wrong_flags_on_correct": {"correct/incorrect": 1}}
+
+
+def test_the_nearest_questions_are_listed_nearest_first() -> None:
+    items = [GradingItem(question=q, reference_answers=["a"]) for q in
+             ("What does all-gather do?", "What exactly does all-gather do?", "Why use NCCL over Gloo?")]
+    pairs = nearest_questions(prepare_many(items, FakeEncoder()), at_least=0.5)
+    assert [(one, other) for _, one, other in pairs] == [(items[0].question, items[1].question)]

@@ -365,3 +365,20 @@ def test_only_a_wrong_answer_is_told_it_answers_a_different_question(fake: FakeE
     assert partial.verdict == "partial" and "different question" not in partial.feedback, partial.feedback
     wrong = _decided(fake, answer, "incorrect", (0.1, 0.2, 0.7), **nearer_other)
     assert wrong.verdict == "incorrect" and f'different question ("{OTHER.question}")' in wrong.feedback
+
+
+def test_an_answer_is_not_told_it_answers_its_own_question_asked_again(fake: FakeEncoder) -> None:
+    """Two quiz documents may ask the same question in other words: an answer nearer the other one's accepted
+    answer is flagged (the decision weighs that as before) but not told it answers a different question."""
+    again = replace(OTHER, question="What exactly does all-gather do?")
+    rubrics = [prepare(replace(QUESTION, key="f#1"), fake), prepare(replace(again, key="g#1"), fake),
+               prepare(replace(OTHER, key="f#2"), fake)]
+    attach_neighbours(rubrics)
+    neighbours = rubrics[0].neighbours
+    assert neighbours is not None
+    assert neighbours.restated("f#1", "g#1") and not neighbours.restated("f#1", "f#2")
+    answer = "It sums the tensors across ranks and leaves each rank one shard of the sum."
+    asked_again = evidence(rubrics[0], answer, fake.encode([answer])[0], [], load_model())
+    assert "other_question" in asked_again.flags and asked_again.other_question is None
+    elsewhere = evidence(_bank(fake), answer, fake.encode([answer])[0], [], load_model())
+    assert "other_question" in elsewhere.flags and elsewhere.other_question == OTHER.question
