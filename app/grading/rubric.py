@@ -35,7 +35,9 @@ class GradingItem:
 # Two questions of a bank whose questions' vectors are at least this near (cosine) ask the same thing: the same
 # question in two quiz documents. In the shipped bank one pair does ("What is 'expert parallelism' in the
 # context of Mixture-of-Experts (MoE)...", 0.85); the next nearest pairs, 0.70 and 0.65, ask different things
-# (`python -m grading_lab.feedback_probe --restated`).
+# (`python -m grading_lab.feedback_probe --restated`). Narrower than ingestion's concepts (ingest/concepts.py),
+# which link questions on one subject that ask different things ("What is 'ZeRO' ... and which problem does it
+# address?" and "What is the ZeRO optimizer and what are its three stages?").
 RESTATED = 0.8
 
 
