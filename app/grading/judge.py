@@ -180,8 +180,8 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     if answers_other:
         flags.append("other_question")
     # The feedback names the other question, unless it is this one asked again in another quiz document.
-    named_other = (other if answers_other and not (neighbours is not None
-                                                   and neighbours.restated(rubric.item.key, other_key)) else None)
+    restated = answers_other and neighbours is not None and neighbours.restated(rubric.item.key, other_key)
+    named_other = other if answers_other and not restated else None
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
                     named_other, role_swap, confirmed,

@@ -64,6 +64,8 @@ class Neighbours:
 
     def restated(self, own: str | None, other: str | None) -> bool:
         """Whether the bank question keyed `other` asks what the one keyed `own` asks (RESTATED)."""
+        if own is None or other is None or own == other:
+            return False
         mine, theirs = self.question_vecs.get(own), self.question_vecs.get(other)
         return mine is not None and theirs is not None and float(mine @ theirs) >= RESTATED
 

@@ -377,6 +377,7 @@ def test_an_answer_is_not_told_it_answers_its_own_question_asked_again(fake: Fak
     neighbours = rubrics[0].neighbours
     assert neighbours is not None
     assert neighbours.restated("f#1", "g#1") and not neighbours.restated("f#1", "f#2")
+    assert not neighbours.restated("f#1", "f#1") and not neighbours.restated(None, "g#1")
     answer = "It sums the tensors across ranks and leaves each rank one shard of the sum."
     asked_again = evidence(rubrics[0], answer, fake.encode([answer])[0], [], load_model())
     assert "other_question" in asked_again.flags and asked_again.other_question is None
