@@ -30,6 +30,7 @@ from typing import Any
 
 from app.config import DATA_DIR, Settings
 from app.grading.grader import WRONG_FLAGS, GradeResult, Graders, grade_many
+from app.grading.judge import ANSWERS_OTHER
 from app.grading.judges import offline_late_judge
 from app.grading.rubric import RESTATED, Rubric
 from grading_lab.devset import read_rows
@@ -38,7 +39,6 @@ from grading_lab.evaluation import MemoEncoder, bank_items, bank_rubrics, rubric
 DEFAULT_FILES = (*sorted((DATA_DIR / "train").glob("*answers*.jsonl")),
                  *(DATA_DIR / "eval" / f"{name}.jsonl"
                    for name in ("dev", "evasive", "near_copies", "roles", "swaps", "swaps_more")))
-OTHER_QUESTION = "answers a different question"
 
 
 def told(rows: list[dict[str, Any]], results: list[GradeResult]) -> dict[str, dict[str, int]]:
@@ -49,7 +49,7 @@ def told(rows: list[dict[str, Any]], results: list[GradeResult]) -> dict[str, di
         key = f"{result.verdict}/{row['label']}"
         if result.matched_misconception is not None:
             counts["misconception"][key] += 1
-        if OTHER_QUESTION in result.feedback:
+        if ANSWERS_OTHER in result.feedback:
             counts["other_question"][key] += 1
         if result.verdict == "correct" and any(f in WRONG_FLAGS for f in result.flags):
             counts["wrong_flags_on_correct"][key] += 1
