@@ -7,7 +7,9 @@ questions and the PyTorch fallback are graded):
 - the answers told they match a common misconception (`matched_misconception`);
 - the answers told they answer a different question (the feedback's "answers a different question");
 - the flags that say an answer is wrong (a swap, a negation, another question's answer) on a `correct`
-  verdict.
+  verdict;
+- the answers told they say the opposite of the accepted answer, by label and by whether the answer's
+  kind is `negation` (an answer of another kind told so is told something false).
 
 A right or partial answer told it holds a misconception or answers another question is told something
 false; so is a correct verdict whose flags say the roles are swapped. The default files are every
@@ -16,7 +18,7 @@ labelled file outside the blind set (docs/GRADING_LOG.md, "What the grader tells
 `--restated` lists instead the pairs of bank questions nearest each other (cosine of the questions' own
 vectors), which `rubric.RESTATED` reads as one question asked twice.
 
-    python -m grading_lab.feedback_probe [FILE ...] [--no-late]
+    python -m grading_lab.feedback_probe [FILE ...] [--no-late] [--list STATEMENT]
     python -m grading_lab.feedback_probe --restated
 """
 
@@ -30,7 +32,7 @@ from typing import Any
 
 from app.config import DATA_DIR, Settings
 from app.grading.grader import WRONG_FLAGS, GradeResult, Graders, grade_many
-from app.grading.judge import ANSWERS_OTHER
+from app.grading.judge import ANSWERS_OTHER, SAYS_OPPOSITE
 from app.grading.judges import offline_late_judge
 from app.grading.rubric import RESTATED, Rubric
 from grading_lab.devset import read_rows
@@ -41,18 +43,32 @@ DEFAULT_FILES = (*sorted((DATA_DIR / "train").glob("*answers*.jsonl")),
                    for name in ("dev", "evasive", "near_copies", "roles", "swaps", "swaps_more")))
 
 
+STATEMENTS = ("misconception", "other_question", "wrong_flags_on_correct", "opposite")
+
+
+def statements(row: dict[str, Any], result: GradeResult) -> list[str]:
+    """What of STATEMENTS the grader told this answer."""
+    out = []
+    if result.matched_misconception is not None:
+        out.append("misconception")
+    if ANSWERS_OTHER in result.feedback:
+        out.append("other_question")
+    if result.verdict == "correct" and any(f in WRONG_FLAGS for f in result.flags):
+        out.append("wrong_flags_on_correct")
+    if SAYS_OPPOSITE in result.feedback:
+        out.append("opposite")
+    return out
+
+
 def told(rows: list[dict[str, Any]], results: list[GradeResult]) -> dict[str, dict[str, int]]:
-    """Per kind of statement, how many answers were told it, by "verdict/label"."""
-    counts: dict[str, Counter[str]] = {"misconception": Counter(), "other_question": Counter(),
-                                       "wrong_flags_on_correct": Counter()}
+    """Per kind of statement, how many answers were told it, by "verdict/label" ("verdict/label/negation"
+    or ".../other kind" for `opposite`)."""
+    counts: dict[str, Counter[str]] = {name: Counter() for name in STATEMENTS}
     for row, result in zip(rows, results, strict=True):
         key = f"{result.verdict}/{row['label']}"
-        if result.matched_misconception is not None:
-            counts["misconception"][key] += 1
-        if ANSWERS_OTHER in result.feedback:
-            counts["other_question"][key] += 1
-        if result.verdict == "correct" and any(f in WRONG_FLAGS for f in result.flags):
-            counts["wrong_flags_on_correct"][key] += 1
+        for name in statements(row, result):
+            kind = ("negation" if row.get("kind") == "negation" else "other kind") if name == "opposite" else None
+            counts[name][f"{key}/{kind}" if kind else key] += 1
     return {name: dict(sorted(c.items())) for name, c in counts.items()}
 
 
@@ -68,6 +84,7 @@ def main() -> None:
     parser.add_argument("files", nargs="*", type=Path, default=list(DEFAULT_FILES))
     parser.add_argument("--no-late", action="store_true", help="the decision alone, without the late judge")
     parser.add_argument("--restated", action="store_true", help="only the bank's nearest pairs of questions")
+    parser.add_argument("--list", choices=STATEMENTS, help="also print each answer told this, with its feedback")
     args = parser.parse_args()
     from ingest.embedder import SentenceTransformerEncoder
 
@@ -80,6 +97,10 @@ def main() -> None:
     rows = [row for path in args.files for row in read_rows(path)]
     results = grade_many(rubrics_of(rows, bank_items(), encoder), [r["answer"] for r in rows], encoder,
                          graders=graders)
+    if args.list:
+        for row, result in zip(rows, results, strict=True):
+            if args.list in statements(row, result):
+                print(f"{result.verdict}/{row['label']}/{row.get('kind')}: {row['answer']}\n  -> {result.feedback}")
     print(json.dumps({"answers": len(rows), "late_judge": not args.no_late, **told(rows, results)}, indent=1))
 
 

@@ -226,6 +226,7 @@ def restates_question(answer: str, question: str, coverage: float) -> bool:
 
 
 HARD_NEGATIONS = NEGATIONS - {"without"}
+DENIALS = HARD_NEGATIONS | {"nobody", "noone"}  # what the feedback reads as denying a claim
 # Words that end a negation's scope: a new clause or a condition ("no rank continues until ...").
 _SCOPE_END = frozenset({"but", "so", "because", "it", "its", "they", "which", "until", "unless",
                         "except", "when", "where", "while"})
@@ -237,9 +238,9 @@ _HYPOTHETICAL = frozenset({"if", "unless", "whenever"})  # "if some ranks never 
 _SCOPE_SPLIT = re.compile(r"[;.!?\n()\[\]]+|\s-+\s|,\s*(?:while|whereas|but)\s+|\s+(?:while|whereas)\s+")
 
 
-def _is_cue(toks: list[str], i: int, soft: bool) -> bool:
+def _is_cue(toks: list[str], i: int, soft: bool, hard: frozenset[str]) -> bool:
     tok = toks[i]
-    if tok in HARD_NEGATIONS:
+    if tok in hard:
         return not _UNIVERSAL.intersection(toks[i + 1 : i + 3])
     if not soft:
         return False
@@ -248,7 +249,8 @@ def _is_cue(toks: list[str], i: int, soft: bool) -> bool:
     return tok in {"instead", "rather"} and i + 1 < len(toks) and toks[i + 1] in {"of", "than"}
 
 
-def negated_spans(text: str, soft: bool = True, width: int = 3) -> tuple[set[str], list[str]]:
+def negated_spans(text: str, soft: bool = True, width: int = 3,
+                  hard: frozenset[str] = HARD_NEGATIONS) -> tuple[set[str], list[str]]:
     """Stems in the scope (width content words) of a negation cue, and the stems outside any."""
     negated: set[str] = set()
     outside: list[str] = []
@@ -258,7 +260,7 @@ def negated_spans(text: str, soft: bool = True, width: int = 3) -> tuple[set[str
         hypothetical = False
         for i, tok in enumerate(toks):
             hypothetical = hypothetical or tok in _HYPOTHETICAL
-            if _is_cue(toks, i, soft) and not hypothetical:
+            if _is_cue(toks, i, soft, hard) and not hypothetical:
                 scope = width
                 continue
             if tok in _SCOPE_END:
@@ -289,6 +291,22 @@ def reference_negated(reference: str) -> frozenset[str]:
             if s in _REF_CUES:
                 out.update(stems[i + 1 : i + 4])
     return frozenset(out)
+
+
+def denying_clause(answer: str, reference: str) -> str | None:
+    """The first clause of the answer that denies something the reference asserts: a hard cue (not, no,
+    never, n't, nobody) with one of the reference's content words in its scope, a word the reference does not deny
+    or call unwanted itself, and that the answer does not assert outside its negations ("to all ranks, not just
+    rank 1" is a contrast). None where no clause does: a negation of something else ("it depends, sometimes it
+    doesn't") says nothing against the reference."""
+    unwanted = reference_negated(reference)
+    asserted = [s for s in content_stems(reference) if not has_match(s, unwanted)]
+    _, said = negated_spans(answer, soft=False, hard=DENIALS)
+    for clause in _SCOPE_SPLIT.split(answer):
+        denied, _ = negated_spans(clause, soft=False, hard=DENIALS)
+        if any(has_match(w, asserted) and not has_match(w, said) for w in denied):
+            return clause
+    return None
 
 
 def negation_mismatch(answer: str, references: list[str], key_stems: list[set[str]]) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.grading.align import idea_covered
-from app.grading.checks import restates_question
+from app.grading.checks import denying_clause, restates_question
 from app.grading.roles import RoleReading, RoleSwap, read_roles, roles_swapped, subjects_missing
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, Signals, signals
@@ -28,6 +28,7 @@ OFF_TOPIC = 0.2  # an answer this far (cosine) from the references and the quest
 # at least OTHER_FLOOR near it, is flagged as answering that question (the feedback names it).
 OTHER_MARGIN = 0.1
 ANSWERS_OTHER = "answers a different question"  # what the feedback says of such an answer
+SAYS_OPPOSITE = "says the opposite of the accepted answer"  # and of an answer that denies its claim
 OTHER_FLOOR = 0.5
 _BLOCKING = ("evasive", "roles_swapped", "negation_mismatch", "keyword_list", "off_topic",
              "misconception")
@@ -281,14 +282,14 @@ def decision_feedback(verdict: str, flags: list[str], ev: Evidence, wrong: str |
                 f'{swap.said_of}. The accepted answer says: "{reference}".')
     if "roles_swapped" in flags:
         return f'You have reversed which one does what; the accepted answer says: "{reference}".'
-    cue = NEGATORS.search(answer)
-    if verdict == "incorrect" and cue is not None and not NEGATORS.search(reference):
-        return f'This says the opposite of the accepted answer ("{reference}"): see "{cue.group(0)}".'
-    if "negation_mismatch" in flags:
-        return f'Your answer denies the key point; the accepted answer says: "{reference}".'
-    if "evasive" in flags and verdict == "incorrect":
+    if "evasive" in flags and verdict == "incorrect":  # its "not" is a hedge ("I don't know"), no denial
         return ("That doesn't answer the question: nothing in it goes beyond what the question says. "
                 "Have a go in your own words.")
+    denial = denying_clause(answer, reference) if verdict == "incorrect" and not NEGATORS.search(reference) else None
+    if denial is not None:
+        return f'This {SAYS_OPPOSITE} ("{reference}"): see "{denial.strip()}".'
+    if "negation_mismatch" in flags:
+        return f'Your answer denies the key point; the accepted answer says: "{reference}".'
     if not missing and not any(f in flags for f in ("evasive", "keyword_list", "off_topic")):
         # Every key idea's words are there, yet it is not right: name what to compare it with
         # rather than a bare "Not correct." that leaves the learner nothing to go on.

@@ -8,7 +8,8 @@ from tests.fakes import FakeEncoder
 
 
 def test_what_each_answer_is_told_is_counted_by_verdict_and_label() -> None:
-    rows = [{"label": "partial"}, {"label": "correct"}, {"label": "incorrect"}, {"label": "correct"}]
+    rows = [{"label": "partial"}, {"label": "correct"}, {"label": "incorrect"}, {"label": "correct"},
+            {"label": "incorrect", "kind": "negation"}, {"label": "incorrect", "kind": "evasive"}]
     results = [
         GradeResult("incorrect", 0.0, 0.9, matched_misconception="it sums onto rank 0",
                     feedback='This matches a common misconception: "it sums onto rank 0".'),
@@ -16,10 +17,14 @@ def test_what_each_answer_is_told_is_counted_by_verdict_and_label() -> None:
                     feedback='This answers a different question ("What is reduce-scatter?"), not the one asked.'),
         GradeResult("correct", 1.0, 0.8, flags=["roles_swapped", "unsure"], feedback="Correct."),
         GradeResult("correct", 1.0, 0.8, flags=["unsure"], feedback="Correct."),
+        GradeResult("incorrect", 0.0, 0.9, feedback='This says the opposite of the accepted answer ("x"): see "not".'),
+        GradeResult("incorrect", 0.0, 0.9, feedback='This says the opposite of the accepted answer ("x"): see "no".'),
     ]
     assert told(rows, results) == {"misconception": {"incorrect/partial": 1},
                                    "other_question": {"partial/correct": 1},
-                                   "wrong_flags_on_correct": {"correct/incorrect": 1}}
+                                   "wrong_flags_on_correct": {"correct/incorrect": 1},
+                                   "opposite": {"incorrect/incorrect/negation": 1,
+                                                "incorrect/incorrect/other kind": 1}}
 
 
 def test_the_nearest_questions_are_listed_nearest_first() -> None:

@@ -7,6 +7,7 @@ import pytest
 from app.grading.align import recall, weigh
 from app.grading.checks import (
     _INJECTION,
+    denying_clause,
     has_injection,
     is_evasive,
     is_keyword_list,
@@ -350,3 +351,26 @@ def test_an_evasive_answer_stays_evasive_with_its_edges_cut(fake: FakeEncoder) -
 ])
 def test_an_answer_is_read_without_its_final_stops_unless_it_is_nothing_else(answer: str, read: str) -> None:
     assert without_final_stops(answer) == read
+
+
+@pytest.mark.parametrize(("answer", "clause"), [
+    ("broadcast never sends the source rank's tensor to the other ranks; every rank keeps its own values",
+     "broadcast never sends the source rank's tensor to the other ranks"),
+    ("NCCL doesn't use NVLink at all. It goes through host memory", "NCCL doesn't use NVLink at all"),
+    ("all-gather leaves each rank with only its own chunk; nobody gets the full tensor",
+     " nobody gets the full tensor"),
+])
+def test_a_clause_that_denies_what_the_reference_asserts_is_found(answer: str, clause: str) -> None:
+    reference = {"b": "Copies a tensor from the source rank to all other ranks",
+                 "n": "NCCL uses NVLink and InfiniBand directly between GPUs",
+                 "a": "all-gather collects chunks from each rank so all ranks hold the full tensor"}[answer[0].lower()]
+    assert denying_clause(answer, reference) == clause
+
+
+@pytest.mark.parametrize("answer", [
+    "it depends on the setup, sometimes it helps and sometimes it doesn't",  # denies nothing the reference says
+    "no idea",
+    "it copies the tensor from the source rank to all others, not just to rank 1",  # a contrast: "just rank 1"
+])
+def test_a_negation_of_something_else_is_no_denial(answer: str) -> None:
+    assert denying_clause(answer, "Copies a tensor from the source rank to all other ranks") is None

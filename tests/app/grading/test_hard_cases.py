@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from app.grading import GradeResult, Graders, Rubric, grade_many, prepare_many
+from app.grading.judge import SAYS_OPPOSITE
 from app.grading.judges import Judge
 from app.grading.rubric import attach_neighbours
 from grading_lab.evaluation import bank_items, bank_rubrics
@@ -100,7 +101,14 @@ PROBED = [
     (F003, 7, "DDP multiprocess vs DP multithreaded GIL-bound single process", "correct"),
 ]
 
-GRADED = REPORTED + NEW + PROBED  # graded for their verdicts
+# Evasions whose "not" or "doesn't" denies nothing the accepted answer says (once told they said its opposite).
+HEDGED = [
+    (F003, 6, "it depends on the cluster, sometimes one is better and sometimes it isn't", "incorrect"),
+    (F003, 3, "it depends, sometimes NCCL is faster and sometimes it isn't", "incorrect"),
+    (F003, 3, "I don't know, maybe something about GPUs talking to each other", "incorrect"),
+]
+
+GRADED = REPORTED + NEW + PROBED + HEDGED  # graded for their verdicts
 
 
 # Graded for what their feedback says: wrong, with every key idea's words present.
@@ -174,6 +182,27 @@ def test_a_negation_in_other_words_is_incorrect_through_the_inline_form() -> Non
     result = grade(prepare(item, encoder), "all-gather leaves each rank with only its own chunk; nobody gets the "
                    "full tensor", encoder)
     assert result.verdict == "incorrect", (result.verdict, result.feedback)
+
+
+@pytest.mark.parametrize(("file", "number", "answer", "denial"), [
+    (F003, 20, NEW[2][2], "broadcast never sends the source rank's tensor to the other ranks"),
+    (F003, 10, REPORTED[0][2], "nobody gets the full tensor"),
+])
+def test_a_denial_is_told_it_says_the_opposite_and_where(graded: dict[tuple[str, int, str], GradeResult], file: str,
+                                                         number: int, answer: str, denial: str) -> None:
+    result = graded[(file, number, answer)]
+    assert result.verdict == "incorrect"
+    assert SAYS_OPPOSITE in result.feedback and f'see "{denial}"' in result.feedback, result.feedback
+
+
+@pytest.mark.parametrize(("file", "number", "answer"),
+                         [(F002, 5, REPORTED[4][2]), *((f, n, a) for f, n, a, _ in HEDGED)])
+def test_a_hedge_or_an_evasion_is_not_told_it_says_the_opposite(
+        graded: dict[tuple[str, int, str], GradeResult], file: str, number: int, answer: str) -> None:
+    """Its "not" or "doesn't" is a hedge, not a denial of the accepted answer."""
+    result = graded[(file, number, answer)]
+    assert result.verdict == "incorrect"
+    assert SAYS_OPPOSITE not in result.feedback, result.feedback
 
 
 def test_a_swap_in_other_words_says_which_side_it_reversed(graded: dict[tuple[str, int, str], GradeResult]) -> None:
