@@ -50,8 +50,12 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# Two test processes (pytest-xdist): much of the suite waits on servers, workers, browsers and
+# subprocesses rather than computing, so two share a 2-core machine well. Each test file runs whole in
+# one process, so its module fixtures are built once. TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
 unit: install test-tools
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Known vulnerabilities in the installed dependencies (the project's own editable package left out), from PyPI's
 # advisory data through pip-audit. Fails on a vulnerability that a released version fixes; one without a fix yet
