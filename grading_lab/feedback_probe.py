@@ -5,7 +5,7 @@ questions; `--no-late`: the decision of `decision.json` alone, as the example he
 questions and the PyTorch fallback are graded):
 
 - the answers told they match a common misconception (`matched_misconception`);
-- the answers told they answer a different question (the feedback's "answers a different question");
+- the answers told they are closer to the answer of a different question (`judge.ANSWERS_OTHER`);
 - the flags that say an answer is wrong (a swap, a negation, another question's answer) on a `correct`
   verdict;
 - the answers told they say the opposite of the accepted answer, by label and by whether the answer's

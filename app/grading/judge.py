@@ -27,7 +27,10 @@ OFF_TOPIC = 0.2  # an answer this far (cosine) from the references and the quest
 # An answer this much nearer (cosine) to another question's accepted answer than to this one's, and
 # at least OTHER_FLOOR near it, is flagged as answering that question (the feedback names it).
 OTHER_MARGIN = 0.1
-ANSWERS_OTHER = "answers a different question"  # what the feedback says of such an answer
+# What the feedback says of such an answer: what the grader measured, not that the learner answered that
+# question. Most answers flagged so are wrong answers to this one (misconceptions, negations, evasions) whose
+# words lie nearer another question's answer (docs/GRADING_LOG.md, "What the grader tells learners").
+ANSWERS_OTHER = "is closer to the answer of a different question"
 SAYS_OPPOSITE = "says the opposite of the accepted answer"  # and of an answer that denies its claim
 OTHER_FLOOR = 0.5
 _BLOCKING = ("evasive", "roles_swapped", "negation_mismatch", "keyword_list", "off_topic",
@@ -273,7 +276,7 @@ def decision_feedback(verdict: str, flags: list[str], ev: Evidence, wrong: str |
     if verdict == "correct":
         return "Correct." + (" Unsure about the wording, though." if "unsure" in flags else "")
     if ev.other_question is not None and verdict == "incorrect":  # a partial verdict gives the answer credit here
-        return f'This {ANSWERS_OTHER} ("{ev.other_question}"), not the one asked.'
+        return f'This {ANSWERS_OTHER} ("{ev.other_question}") than to this one\'s.'
     if wrong is not None:
         return f'This matches a common misconception: "{wrong}". Compare it with the accepted answer.'
     if ev.role_swap is not None and verdict == "incorrect":

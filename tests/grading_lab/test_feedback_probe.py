@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.grading import GradeResult, GradingItem, prepare_many
+from app.grading.judge import ANSWERS_OTHER
 from grading_lab.feedback_probe import nearest_questions, told
 from tests.fakes import FakeEncoder
 
@@ -14,7 +15,7 @@ def test_what_each_answer_is_told_is_counted_by_verdict_and_label() -> None:
         GradeResult("incorrect", 0.0, 0.9, matched_misconception="it sums onto rank 0",
                     feedback='This matches a common misconception: "it sums onto rank 0".'),
         GradeResult("partial", 0.5, 0.6, flags=["other_question"],
-                    feedback='This answers a different question ("What is reduce-scatter?"), not the one asked.'),
+                    feedback=f'This {ANSWERS_OTHER} ("What is reduce-scatter?") than to this one\'s.'),
         GradeResult("correct", 1.0, 0.8, flags=["roles_swapped", "unsure"], feedback="Correct."),
         GradeResult("correct", 1.0, 0.8, flags=["unsure"], feedback="Correct."),
         GradeResult("incorrect", 0.0, 0.9, feedback='This says the opposite of the accepted answer ("x"): see "not".'),
