@@ -11,8 +11,10 @@ questions and the PyTorch fallback are graded):
 - the answers told they say the opposite of the accepted answer, by label and by whether the answer's
   kind is `negation` (an answer of another kind told so is told something false).
 
-A right or partial answer told it holds a misconception or answers another question is told something
-false; so is a correct verdict whose flags say the roles are swapped. The default files are every
+A right or partial answer told it holds a misconception is told something false; so is a correct verdict
+whose flags say the roles are swapped, and an answer of another kind than a negation told it says the
+opposite. (That an answer is closer to another question's answer is what the grader measured, true of every
+answer told it; the count shows how often, and the verdicts it goes with.) The default files are every
 labelled file outside the blind set (docs/GRADING_LOG.md, "What the grader tells learners").
 
 `--restated` lists instead the pairs of bank questions nearest each other (cosine of the questions' own
