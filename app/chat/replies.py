@@ -139,7 +139,10 @@ def grade_reply(result: dict[str, Any], question_text: str, *, skipped: bool = F
         lines = ["**Skipped.** I've counted it as not known yet, so it will come back for review soon."]
     else:
         lines = [_verdict_line(result["verdict"], result.get("feedback") or "")]
-        lines += [x for x in (_ideas("What you got", result["covered_ideas"]),
+        # An incorrect answer is wrong as a whole (a swap has the right words in the wrong places): it is
+        # not told which ideas it "got".
+        got = result["covered_ideas"] if result["verdict"] != "incorrect" else []
+        lines += [x for x in (_ideas("What you got", got),
                               _ideas("What was missing", result["missing_ideas"])) if x]
         if result.get("misconception"):
             lines.append(f"- {result['misconception']}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from app.grading.text import (
     NEGATION_STEMS,
@@ -238,10 +238,10 @@ _HYPOTHETICAL = frozenset({"if", "unless", "whenever"})  # "if some ranks never 
 _SCOPE_SPLIT = re.compile(r"[;.!?\n()\[\]]+|\s-+\s|,\s*(?:while|whereas|but)\s+|\s+(?:while|whereas)\s+")
 
 
-def _is_cue(toks: list[str], i: int, soft: bool, hard: frozenset[str]) -> bool:
+def _is_cue(toks: list[str], i: int, soft: bool, hard: frozenset[str], affirming: frozenset[str]) -> bool:
     tok = toks[i]
     if tok in hard:
-        return not _UNIVERSAL.intersection(toks[i + 1 : i + 3])
+        return not _UNIVERSAL.intersection(toks[i + 1 : i + 3]) and not affirming.intersection(toks[i + 1 : i + 2])
     if not soft:
         return False
     if tok == "without" or any(tok.startswith(s) for s in NEGATION_STEMS):
@@ -249,9 +249,10 @@ def _is_cue(toks: list[str], i: int, soft: bool, hard: frozenset[str]) -> bool:
     return tok in {"instead", "rather"} and i + 1 < len(toks) and toks[i + 1] in {"of", "than"}
 
 
-def negated_spans(text: str, soft: bool = True, width: int = 3,
-                  hard: frozenset[str] = HARD_NEGATIONS) -> tuple[set[str], list[str]]:
-    """Stems in the scope (width content words) of a negation cue, and the stems outside any."""
+def negated_spans(text: str, soft: bool = True, width: int = 3, hard: frozenset[str] = HARD_NEGATIONS,
+                  affirming: frozenset[str] = frozenset()) -> tuple[set[str], list[str]]:
+    """Stems in the scope (width content words) of a negation cue, and the stems outside any. A hard cue
+    right before a word of `affirming` is no cue."""
     negated: set[str] = set()
     outside: list[str] = []
     for clause in _SCOPE_SPLIT.split(text):
@@ -260,7 +261,7 @@ def negated_spans(text: str, soft: bool = True, width: int = 3,
         hypothetical = False
         for i, tok in enumerate(toks):
             hypothetical = hypothetical or tok in _HYPOTHETICAL
-            if _is_cue(toks, i, soft, hard) and not hypothetical:
+            if _is_cue(toks, i, soft, hard, affirming) and not hypothetical:
                 scope = width
                 continue
             if tok in _SCOPE_END:
@@ -293,20 +294,35 @@ def reference_negated(reference: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def denying_clause(answer: str, reference: str) -> str | None:
-    """The first clause of the answer that denies something the reference asserts: a hard cue (not, no,
-    never, n't, nobody) with one of the reference's content words in its scope, a word the reference does not deny
-    or call unwanted itself, and that the answer does not assert outside its negations ("to all ranks, not just
-    rank 1" is a contrast). None where no clause does: a negation of something else ("it depends, sometimes it
-    doesn't") says nothing against the reference."""
+# After a cue, a word that turns the negation into an assertion: "don't forget set_epoch", "not only X".
+_AFFIRMING = frozenset({"forget", "only", "just", "merely", "neglect", "omit"})
+
+
+def _denials(answer: str, reference: str) -> Iterator[tuple[str, set[str]]]:
+    """Each clause of the answer that denies words the reference asserts, with the stems it denies: a hard
+    cue (not, no, never, n't, nobody; not "don't forget") with one of the reference's content words among the
+    next three, a word the reference does not deny or call unwanted itself, and that the answer does not
+    assert outside its denials ("to all ranks, not just rank 1" is a contrast)."""
     unwanted = reference_negated(reference)
     asserted = [s for s in content_stems(reference) if not has_match(s, unwanted)]
-    _, said = negated_spans(answer, soft=False, hard=DENIALS)
-    for clause in _SCOPE_SPLIT.split(answer):
-        denied, _ = negated_spans(clause, soft=False, hard=DENIALS)
-        if any(has_match(w, asserted) and not has_match(w, said) for w in denied):
-            return clause
-    return None
+    clauses = _SCOPE_SPLIT.split(answer)
+    spans = [negated_spans(clause, soft=False, hard=DENIALS, affirming=_AFFIRMING) for clause in clauses]
+    said = [s for _, outside in spans for s in outside]
+    for clause, (denied, _) in zip(clauses, spans, strict=True):
+        hit = {w for w in denied if has_match(w, asserted) and not has_match(w, said)}
+        if hit:
+            yield clause, hit
+
+
+def denying_clause(answer: str, reference: str) -> str | None:
+    """The first clause of the answer that denies something the reference asserts (`_denials`); None where
+    none does: a negation of something else ("it depends, sometimes it doesn't") says nothing against it."""
+    return next((clause for clause, _ in _denials(answer, reference)), None)
+
+
+def denied_stems(answer: str, reference: str) -> set[str]:
+    """The stems of the answer's words that deny what the reference asserts (`_denials`)."""
+    return {s for _, hit in _denials(answer, reference) for s in hit}
 
 
 def negation_mismatch(answer: str, references: list[str], key_stems: list[set[str]]) -> bool:

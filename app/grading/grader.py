@@ -443,7 +443,7 @@ def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wron
     if r.stated:  # the role check's verdict, scored as a sure check scores its own
         p_c, p_p, confidence = 1.0, 0.0, max(confidence, 0.9)
     reference = rubric.item.reference_answers[ev.sig.ref.best]
-    fields = result_fields(rubric, ev, r.verdict, p_c + 0.5 * p_p, confidence, flags, version, r.wrong)
+    fields = result_fields(rubric, ev, text, r.verdict, p_c + 0.5 * p_p, confidence, flags, version, r.wrong)
     fields["feedback"] = decision_feedback(r.verdict, fields["flags"], ev, r.wrong, fields["missing_ideas"], text,
                                            reference)
     return GradeResult(**fields)

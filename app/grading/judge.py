@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.grading.align import idea_covered
-from app.grading.checks import denying_clause, restates_question
+from app.grading.checks import denied_stems, denying_clause, restates_question
 from app.grading.roles import RoleReading, RoleSwap, read_roles, roles_swapped, subjects_missing
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, Signals, signals
@@ -217,17 +217,27 @@ def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],
                   "incorrect": 1 - p_p}[verdict]
     if blocked:
         score, confidence = min(score, 0.25), max(confidence, 0.75)
-    return result_fields(rubric, ev, verdict, score, confidence, flags, GRADER_VERSION, ev.wrong)
+    return result_fields(rubric, ev, text, verdict, score, confidence, flags, GRADER_VERSION, ev.wrong)
 
 
-def result_fields(rubric: Rubric, ev: Evidence, verdict: str, score: float, confidence: float, flags: list[str],
-                  version: str, wrong: str | None) -> dict[str, Any]:
-    """A GradeResult's fields: the verdict with the ideas covered and missing, and feedback."""
+def result_fields(rubric: Rubric, ev: Evidence, text: str, verdict: str, score: float, confidence: float,
+                  flags: list[str], version: str, wrong: str | None) -> dict[str, Any]:
+    """A GradeResult's fields: the verdict with the ideas covered and missing, and feedback.
+
+    An idea is covered when most of its words are in the answer and, unless the verdict is `correct`, the
+    answer denies none of them where the accepted answer asserts them (`checks.denied_stems`): "processes
+    never use it to find each other" has the words of "all ranks can find each other" and is not told it got
+    that idea; it is missing."""
     confidence = float(min(1.0, max(0.0, confidence)))
     if confidence < UNSURE:
         flags = [*flags, "unsure"]
     ideas = rubric.ideas[ev.sig.ref.best] if rubric.ideas else []
-    covered = [i for i in ideas if idea_covered(i, ev.sig.stems, rubric.item.question)]
+    # A right answer denies nothing it is credited with ("no graph traversal overhead" for "disables ...
+    # traversal overhead" is the same claim): only an answer not graded correct is read for denials.
+    denied = (denied_stems(text, rubric.item.reference_answers[ev.sig.ref.best])
+              if ideas and verdict != "correct" else set())
+    covered = [i for i in ideas if idea_covered(i, ev.sig.stems, rubric.item.question)
+               and not any(has_match(s, denied) for s in content_stems(i))]
     missing = [i for i in ideas if i not in covered]
     public_flags = [f for f in flags if f != "misconception"]
     return {

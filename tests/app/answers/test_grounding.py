@@ -212,3 +212,21 @@ def test_chat_and_slack_show_the_first_passage_beside_an_own_explanation() -> No
     assert "000.txt · Q3 · lines 10–12" in blocks
     assert "data-parallelism.md · How DDP works · lines 75–75" in blocks
     assert "From the notes" in blocks
+
+
+@pytest.mark.parametrize(("verdict", "shown"), [("partial", True), ("incorrect", False)])
+def test_only_an_answer_not_graded_incorrect_is_told_what_it_got(verdict: str, shown: bool) -> None:
+    """An incorrect answer is wrong as a whole: a swap has the right words in the wrong places, and its
+    "what you got" would name the very idea it reverses."""
+    result = {
+        "question_id": "q_1", "verdict": verdict, "score": 0.0, "feedback": "Not quite.",
+        "covered_ideas": ["Data parallelism replicates the model"], "missing_ideas": ["model parallelism splits it"],
+        "misconception": None, "accepted_answer": "DP replicates the model; MP splits it",
+        "citation": {"file": "003.txt", "number": 1, "lines": [1, 2]}, "caveats": [], "related_demos": [],
+        "attempt_id": "a_1", "explanation": {"kind": "own", "text": "Two ways to split work.", "note": None,
+                                             "source": {"file": "003.txt", "number": 1, "lines": [1, 2]},
+                                             "passages": []},
+    }
+    text = grade_reply(result, "What is the difference between DP and MP?").text
+    assert ("What you got: Data parallelism replicates the model" in text) is shown, text
+    assert "What was missing: model parallelism splits it" in text

@@ -7,6 +7,7 @@ import pytest
 from app.grading.align import recall, weigh
 from app.grading.checks import (
     _INJECTION,
+    denied_stems,
     denying_clause,
     has_injection,
     is_evasive,
@@ -374,3 +375,15 @@ def test_a_clause_that_denies_what_the_reference_asserts_is_found(answer: str, c
 ])
 def test_a_negation_of_something_else_is_no_denial(answer: str) -> None:
     assert denying_clause(answer, "Copies a tensor from the source rank to all other ranks") is None
+
+
+def test_the_words_an_answer_denies_are_those_the_reference_asserts() -> None:
+    reference = "It coordinates process discovery at startup so that all ranks can find each other"
+    answer = "Processes never find one another; every node is given the full host list in advance"
+    assert denied_stems(answer, reference) == {"find"}
+    # "don't forget" asserts; a word the reference itself denies ("without CPU involvement") is no denial
+    sampler = "strides per rank, requiring set_epoch for re-shuffling"
+    assert denied_stems("each rank gets a stride; don't use set_epoch every epoch", sampler) == {"set_epoch"}
+    assert denied_stems("each rank gets a stride; don't forget set_epoch every epoch", sampler) == set()
+    assert denied_stems("the NIC reads GPU memory directly, no CPU involved",
+                        "direct transfers between the GPU and the NIC without CPU involvement") == set()

@@ -195,6 +195,13 @@ def test_a_denial_is_told_it_says_the_opposite_and_where(graded: dict[tuple[str,
     assert SAYS_OPPOSITE in result.feedback and f'see "{denial}"' in result.feedback, result.feedback
 
 
+def test_an_idea_the_answer_denies_is_not_counted_as_covered(graded: dict[tuple[str, int, str], GradeResult]) -> None:
+    """It has the idea's words, "source rank's tensor", under a "never": the idea is missing, not covered."""
+    result = graded[(F003, 20, NEW[2][2])]
+    assert "broadcast copies a tensor from a source rank" in result.missing_ideas, result.missing_ideas
+    assert "broadcast copies a tensor from a source rank" not in result.covered_ideas
+
+
 @pytest.mark.parametrize(("file", "number", "answer"),
                          [(F002, 5, REPORTED[4][2]), *((f, n, a) for f, n, a, _ in HEDGED)])
 def test_a_hedge_or_an_evasion_is_not_told_it_says_the_opposite(
