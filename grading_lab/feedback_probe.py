@@ -48,7 +48,7 @@ DEFAULT_FILES = (*sorted((DATA_DIR / "train").glob("*answers*.jsonl")),
 STATEMENTS = ("misconception", "other_question", "wrong_flags_on_correct", "opposite")
 
 
-def statements(row: dict[str, Any], result: GradeResult) -> list[str]:
+def statements(result: GradeResult) -> list[str]:
     """What of STATEMENTS the grader told this answer."""
     out = []
     if result.matched_misconception is not None:
@@ -68,7 +68,7 @@ def told(rows: list[dict[str, Any]], results: list[GradeResult]) -> dict[str, di
     counts: dict[str, Counter[str]] = {name: Counter() for name in STATEMENTS}
     for row, result in zip(rows, results, strict=True):
         key = f"{result.verdict}/{row['label']}"
-        for name in statements(row, result):
+        for name in statements(result):
             kind = ("negation" if row.get("kind") == "negation" else "other kind") if name == "opposite" else None
             counts[name][f"{key}/{kind}" if kind else key] += 1
     return {name: dict(sorted(c.items())) for name, c in counts.items()}
@@ -101,7 +101,7 @@ def main() -> None:
                          graders=graders)
     if args.list:
         for row, result in zip(rows, results, strict=True):
-            if args.list in statements(row, result):
+            if args.list in statements(result):
                 print(f"{result.verdict}/{row['label']}/{row.get('kind')}: {row['answer']}\n  -> {result.feedback}")
     print(json.dumps({"answers": len(rows), "late_judge": not args.no_late, **told(rows, results)}, indent=1))
 
