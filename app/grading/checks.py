@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from app.grading.text import (
     NEGATION_STEMS,
@@ -298,7 +298,8 @@ def reference_negated(reference: str) -> frozenset[str]:
 _AFFIRMING = frozenset({"forget", "only", "just", "merely", "neglect", "omit"})
 
 
-def _denials(answer: str, reference: str) -> Iterator[tuple[str, set[str]]]:
+@text_cache()  # read twice per answer not graded correct: its covered ideas, then its feedback
+def _denials(answer: str, reference: str) -> tuple[tuple[str, frozenset[str]], ...]:
     """Each clause of the answer that denies words the reference asserts, with the stems it denies: a hard
     cue (not, no, never, n't, nobody; not "don't forget") with one of the reference's content words among the
     next three, a word the reference does not deny or call unwanted itself, and that the answer does not
@@ -308,10 +309,9 @@ def _denials(answer: str, reference: str) -> Iterator[tuple[str, set[str]]]:
     clauses = _SCOPE_SPLIT.split(answer)
     spans = [negated_spans(clause, soft=False, hard=DENIALS, affirming=_AFFIRMING) for clause in clauses]
     said = [s for _, outside in spans for s in outside]
-    for clause, (denied, _) in zip(clauses, spans, strict=True):
-        hit = {w for w in denied if has_match(w, asserted) and not has_match(w, said)}
-        if hit:
-            yield clause, hit
+    hits = [(clause, frozenset(w for w in denied if has_match(w, asserted) and not has_match(w, said)))
+            for clause, (denied, _) in zip(clauses, spans, strict=True)]
+    return tuple((clause, hit) for clause, hit in hits if hit)
 
 
 def denying_clause(answer: str, reference: str) -> str | None:
