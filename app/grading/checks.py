@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from itertools import pairwise
 
 from app.grading.text import (
     NEGATION_STEMS,
@@ -226,6 +227,12 @@ def restates_question(answer: str, question: str, coverage: float) -> bool:
 
 
 HARD_NEGATIONS = NEGATIONS - {"without"}
+# After a cue, a word that turns the negation into an assertion: "don't forget set_epoch", "not only X".
+# The verdict's check (`negation_mismatch`) reads the reminders alone; "not just" and "not only" would
+# change the input of a labelled answer the decisions are fitted on, so they wait for their refit
+# (docs/GRADING.md, "Known weak spots").
+_REMINDERS = frozenset({"forget", "neglect", "omit"})
+_AFFIRMING = _REMINDERS | {"only", "just", "merely"}
 DENIALS = HARD_NEGATIONS | {"nobody", "noone"}  # what the feedback reads as denying a claim
 # Words that end a negation's scope: a new clause or a condition ("no rank continues until ...").
 _SCOPE_END = frozenset({"but", "so", "because", "it", "its", "they", "which", "until", "unless",
@@ -238,10 +245,16 @@ _HYPOTHETICAL = frozenset({"if", "unless", "whenever"})  # "if some ranks never 
 _SCOPE_SPLIT = re.compile(r"[;.!?\n()\[\]]+|\s-+\s|,\s*(?:while|whereas|but)\s+|\s+(?:while|whereas)\s+")
 
 
+def _denies_universal(toks: list[str], i: int) -> bool:
+    """A universal among the two words after the cue at i: "not every stage", but not "never ... each other"."""
+    return any(tok in _UNIVERSAL and not (tok == "each" and toks[j + 1 : j + 2] == ["other"])
+               for j, tok in enumerate(toks[i + 1 : i + 3], start=i + 1))
+
+
 def _is_cue(toks: list[str], i: int, soft: bool, hard: frozenset[str], affirming: frozenset[str]) -> bool:
     tok = toks[i]
     if tok in hard:
-        return not _UNIVERSAL.intersection(toks[i + 1 : i + 3]) and not affirming.intersection(toks[i + 1 : i + 2])
+        return not _denies_universal(toks, i) and not affirming.intersection(toks[i + 1 : i + 2])
     if not soft:
         return False
     if tok == "without" or any(tok.startswith(s) for s in NEGATION_STEMS):
@@ -284,18 +297,19 @@ def negated_stems(text: str) -> frozenset[str]:
 
 @text_cache()
 def reference_negated(reference: str) -> frozenset[str]:
-    """Stems a reference denies (to the clause end) or calls unwanted ('reduces idle time')."""
+    """Stems a reference denies (to the clause end), denies by a prefix ('non-overlapping') or calls unwanted
+    ('reduces idle time'): an answer that denies them agrees ('no overlap')."""
     out = negated_spans(reference, soft=True, width=99)[0]
     for clause in _SCOPE_SPLIT.split(reference):
-        stems = [stem(t) for t in raw_tokens(clause) if t not in STOPWORDS]
+        toks = raw_tokens(clause)
+        out.update(stem(nxt) for tok, nxt in pairwise(toks) if tok == "non" and nxt not in STOPWORDS)
+        stems = [stem(t) for t in toks if t not in STOPWORDS]
         for i, s in enumerate(stems):
             if s in _REF_CUES:
                 out.update(stems[i + 1 : i + 4])
     return frozenset(out)
 
 
-# After a cue, a word that turns the negation into an assertion: "don't forget set_epoch", "not only X".
-_AFFIRMING = frozenset({"forget", "only", "just", "merely", "neglect", "omit"})
 
 
 @text_cache()  # read twice per answer not graded correct: its covered ideas, then its feedback
@@ -330,9 +344,10 @@ def negation_mismatch(answer: str, references: list[str], key_stems: list[set[st
 
     Only hard cues (not, no, never, n't) count in the answer: 'bypasses the CPU' or 'without
     copies' are how correct answers paraphrase. The answer is let off when the text outside
-    its negations still covers most of the reference's key stems ('X, not Y' contrasts).
+    its negations still covers most of the reference's key stems ('X, not Y' contrasts). A reminder
+    ("don't forget set_epoch") asserts.
     """
-    ans_neg, ans_outside = negated_spans(answer, soft=False)
+    ans_neg, ans_outside = negated_spans(answer, soft=False, affirming=_REMINDERS)
     if not ans_neg:
         return False
     outside = set(ans_outside)

@@ -214,6 +214,54 @@ def test_negation_scope_is_not_a_denial() -> None:
     )
 
 
+SAMPLER_Q = "How does DistributedSampler ensure non-overlapping data across GPUs?"
+SAMPLER_REF = "DistributedSampler assigns non-overlapping index strides per rank, requiring set_epoch for re-shuffling"
+
+
+def _sampler_denied(answer: str) -> bool:
+    from app.grading.scoring import _key_stems
+
+    return negation_mismatch(answer, [SAMPLER_REF], [_key_stems(weigh(SAMPLER_REF, SAMPLER_Q))])
+
+
+@pytest.mark.parametrize("answer", [
+    # a reminder asserts what it names
+    "each rank gets its own stride of the indices; don't forget set_epoch every epoch or the shuffle repeats",
+    "each rank reads its own strided slice, and you must never forget to call set_epoch",
+])
+def test_a_reminder_is_no_negation(answer: str) -> None:
+    assert not _sampler_denied(answer)
+
+
+@pytest.mark.parametrize("answer", [
+    "each rank gets its own stride of the indices so nothing overlaps",
+    "strided indices per rank, no overlap; call set_epoch to reshuffle",
+])
+def test_denying_what_the_reference_denies_by_a_prefix_agrees(answer: str) -> None:
+    """The reference's "non-overlapping" denies overlap, so "nothing overlaps" says what it says."""
+    assert denied_stems(answer, SAMPLER_REF) == set()
+    assert denying_clause(answer, SAMPLER_REF) is None
+    assert denied_stems("the data overlaps across GPUs; there are no index strides", SAMPLER_REF) == {"index", "strid"}
+
+
+@pytest.mark.parametrize("answer", [
+    "DistributedSampler does not assign strides; set_epoch is never needed",
+    "each rank gets a stride; don't use set_epoch, it isn't required for re-shuffling",
+])
+def test_a_plain_denial_of_the_sampler_is_a_negation(answer: str) -> None:
+    assert _sampler_denied(answer)
+
+
+def test_each_other_is_no_universal() -> None:
+    """"not every stage" denies a universal, not the claim; "never ... each other" denies the claim."""
+    reference = "It coordinates process discovery at startup so that all ranks can find each other"
+    keys = [set(content_stems(reference))]
+    assert negation_mismatch("the ranks never find each other at startup; each one is told the others' addresses",
+                             [reference], keys)
+    assert not negation_mismatch("not every rank has to find all the others at startup, only rank 0",
+                                 [reference], keys)
+
+
 def test_role_clauses_need_parallel_predicates() -> None:
     mfu_q = "What is MFU (Model FLOP Utilization) and how is it measured?"
     mfu = "MFU = observed_throughput x model_FLOPs / GPU_peak_TFLOPS; measured as actual vs theoretical compute"

@@ -29,6 +29,10 @@ JUDGE_MISSES = {
         "'subset' nominates the wrong option 'randomly assigns overlapping subsets', which both judges read as "
         "near as the accepted answer, and the bank decision weighs the nomination: incorrect; without it, "
         "partial, as the training answers label the answer without set_epoch",
+    "every rank reads the whole dataset; don't forget set_epoch":
+        "the judges read a wrong claim beside the accepted answer's set_epoch as right (correct, 0.75; the claim "
+        "alone is graded partial); while the negation check read the reminder as a denial it was incorrect, "
+        "for the wrong reason",
 }
 
 
@@ -96,6 +100,13 @@ PROBED = [
               "set_epoch reshuffles each epoch", "correct"),
     (F003, 5, "each rank takes a disjoint subset of the indices based on its rank and the world size; you call "
               "set_epoch every epoch to reshuffle", "correct"),
+    # right answers with a reminder, once graded incorrect as denying what they remind of
+    (F003, 5, "each rank gets its own stride of the indices; don't forget set_epoch every epoch or the shuffle "
+              "repeats", "correct"),
+    (F003, 5, "every rank reads its own strided slice of the dataset indices, and you must not forget set_epoch "
+              "each epoch so the shuffle changes", "correct"),
+    # and a wrong one
+    (F003, 5, "every rank reads the whole dataset; don't forget set_epoch", "incorrect"),
     # terse claims that the keyword-list check once read as bare lists of terms
     (F003, 1, "data parallel replicates model, splits batch; model parallel splits model", "correct"),
     (F003, 7, "DDP multiprocess vs DP multithreaded GIL-bound single process", "correct"),
