@@ -1,4 +1,5 @@
-"""Fit the grader's learned decision on the dev set: `python -m grading_lab.decision_fit [--bank] [--write]`.
+"""Fit the grader's learned decision on the dev set:
+`python -m grading_lab.decision_fit [--bank] [--write] [--record]`.
 
 The decision (app/grading/decision.py) weighs the similarity evidence, the checks and the pair
 judge. It is fitted on the labelled dev set, whose answers the judge never saw; its figures are
@@ -9,6 +10,10 @@ With --bank, the bank decision instead (app/grading/decision.py: BANK_FEATURES):
 inputs with the late judge's reading as well, each answer read by a late judge that never saw it (the
 shipped one for the dev set, the cross-fitted late judges of `tutor models train-judge --crossfit --late`
 for the decision's written answers), written to bank_decision.json.
+
+The cross-fitted judges take over an hour to train on 2 cores and are not shipped. With --record, the
+readings they give are written into data/train/readings/ (grading_lab/readings.py); without their folders
+the fit replays those, so a change to the checks, the inputs or the rules is refitted in minutes.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from app.grading.decision import (
 )
 from app.grading.grader import BANK_GRADER, DECISION_GRADER, Judged, bank_input, decide, decision_input, vetoed
 from app.grading.judges import Judge, default_judge, load_judge, offline_late_judge
+from grading_lab import readings
 from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_rubrics
 from grading_lab.judge_train import (
     CROSSFIT_DIR,
@@ -177,40 +183,63 @@ def report(truth: list[str], pred: list[str], kinds: list[str], fixed: list[tupl
 DEFAULT_FILES = (DATA_DIR / "eval" / "dev.jsonl", *DECISION_ANSWERS)
 
 
-def labelled(files: list[Path], encoder: Encoder, bank: bool = False) -> Dataset:
+def labelled(files: list[Path], encoder: Encoder, bank: bool = False, record: bool = False) -> Dataset:
     """The files' answers as the decision sees them. The shipped judge never trained on the dev set,
     but it did on the decision's written answers (DECISION_ANSWERS): those are read by the
     cross-fitted judges (`tutor models train-judge --crossfit`), each on the fold of questions whose
     answers it was trained without, so that every row shows the judge as it reads an unseen answer.
     `bank`: each row read by the late judge too, the written answers by the cross-fitted late judges
-    (`tutor models train-judge --crossfit --late`)."""
+    (`tutor models train-judge --crossfit --late`). Without the judges' folders, their readings recorded
+    in data/train/readings/ are replayed (grading_lab/readings.py); `record` records them."""
     trained_on = {p.name for p in DECISION_ANSWERS} if default_judge().manifest["recipe"].get(
         "decision_answers") else set()
     shipped_late = offline_late_judge() if bank else None
     rubrics = bank_rubrics(encoder)  # built once for every file and fold
+    folds: dict[str, Judge] = {}
+    if trained_on & {p.name for p in files}:
+        for k in range(CROSSFIT_FOLDS):
+            folds[f"crossfit-pair-{k}"] = fold_judge(CROSSFIT_DIR, k, default_judge(), "", record)
+            if shipped_late is not None:
+                folds[f"crossfit-late-{k}"] = fold_judge(LATE_CROSSFIT_DIR, k, shipped_late, " --late", record)
     parts = []
     for path in files:
         if path.name not in trained_on:
             parts.append(dataset(path, encoder, Graders(late=shipped_late, no_late=not bank), rubrics=rubrics))
             continue
         for k in range(CROSSFIT_FOLDS):
-            judge = _fold_judge(CROSSFIT_DIR, k, default_judge(), "")
-            late = _fold_judge(LATE_CROSSFIT_DIR, k, shipped_late, " --late") if shipped_late is not None else None
-            parts.append(dataset(path, encoder, Graders(judge=judge, late=late, no_late=not bank),
-                                 keep=partial(_in_fold, k), rubrics=rubrics))
+            graders = Graders(judge=folds[f"crossfit-pair-{k}"], late=folds.get(f"crossfit-late-{k}"),
+                              no_late=not bank)
+            parts.append(dataset(path, encoder, graders, keep=partial(_in_fold, k), rubrics=rubrics))
+    if record:
+        for written in readings.save_all(folds, encoder_sha256() if bank else None):
+            print(f"recorded {written}", file=sys.stderr)
     return concat(parts)
 
 
-def _fold_judge(where: Path, fold: int, shipped: Judge, option: str) -> Judge:
-    """The cross-fitted judge of `fold` in `where`; refuses one made otherwise than `shipped`."""
+def fold_judge(where: Path, fold: int, shipped: Judge, option: str, record: bool = False) -> Judge:
+    """The cross-fitted judge of `fold` in `where`, or its recorded readings (`readings.kept_judge`); refuses
+    one made otherwise than `shipped`."""
     folder = where / f"fold-{fold}"
     command = f"tutor models train-judge --crossfit{option}"
-    if not folder.is_dir():
-        raise SystemExit(f"no cross-fitted judge in {folder} (run `{command}`)")
-    judge = load_judge(folder)
+    kind = "late" if option else "pair"
+    judge = readings.kept_judge(folder, f"crossfit-{kind}-{fold}", load_judge, command, record)
+    if judge is None:
+        raise SystemExit(f"no cross-fitted judge in {folder} and no recording of its readings (run `{command}`)")
     if made_as(judge) != made_as(shipped) or judge.manifest["recipe"].get("crossfit") != fold:
-        raise SystemExit(f"the cross-fitted judge in {folder} was not made like the shipped judge (run `{command}`)")
+        raise SystemExit(f"the cross-fitted judge in {folder} (or its recorded readings) was not made like the "
+                         f"shipped judge (run `{command}`)")
     return judge
+
+
+def encoder_sha256() -> str:
+    """The hash of the int8 encoder export the late judges read states from (the index's)."""
+    from app.config import Settings
+    from ingest.embedder import model_id_for
+    from ingest.identity import file_sha256
+    from ingest.onnx_encoder import ONNX_FILE, encoder_dir
+
+    settings = Settings()
+    return file_sha256(encoder_dir(settings.index_path, model_id_for(settings.model)) / ONNX_FILE)
 
 
 def made_as(judge: Judge) -> tuple[Any, Any]:
@@ -233,7 +262,7 @@ def main() -> None:
 
     bank = "--bank" in sys.argv
     files = [Path(a) for a in sys.argv[1:] if not a.startswith("--")] or list(DEFAULT_FILES)
-    data = labelled(files, SentenceTransformerEncoder(), bank)
+    data = labelled(files, SentenceTransformerEncoder(), bank, record="--record" in sys.argv)
     figures = crossval(data, bank=bank)
     print(json.dumps({"grouped_cv": figures}, indent=2))
     if "--write" in sys.argv:

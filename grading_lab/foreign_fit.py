@@ -35,6 +35,7 @@ from app.grading.decision import VERDICTS
 from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, ForeignHead
 from app.grading.judges import Judge, default_judge, load_judge
 from app.grading.latejudge import is_late
+from grading_lab import readings
 from grading_lab.asag import ASAG_DIR
 from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, concat, simulate, simulate_dev, split_rows
 from grading_lab.examples_fit import (
@@ -73,12 +74,14 @@ def by_module(corpus: str, question: str) -> str:
     return question.split("_")[0] if corpus == "scientsbank" else question
 
 
-def heldout_judge(fold: int, folder: Path | None = None) -> Judge:
-    """The judge trained like the shipped one, less ASAG fold `fold`; refuses one made otherwise."""
+def heldout_judge(fold: int, folder: Path | None = None, record: bool = False) -> Judge:
+    """The judge trained like the shipped one, less ASAG fold `fold`, or its recorded readings
+    (`readings.kept_judge`; `record` records them); refuses one made otherwise."""
     folder = folder or holdout_dir(fold)
-    if not (folder / "judge.json").is_file():
-        raise SystemExit(f"no held-out judge in {folder} (run `{train_holdout(fold)}`, about 25 minutes on 2 cores)")
-    judge = load_judge(folder)
+    judge = readings.kept_judge(folder, f"holdout-pair-{fold}", load_judge, train_holdout(fold), record)
+    if judge is None:
+        raise SystemExit(f"no held-out judge in {folder} and no recording of its readings (run "
+                         f"`{train_holdout(fold)}`, about 25 minutes on 2 cores)")
     shipped = default_judge()
     made = lambda j: (j.manifest["data"], {**asdict(recipe_of(j.manifest)), "holdout": None})  # noqa: E731
     if judge.manifest["recipe"].get("holdout") != fold or made(judge) != made(shipped):
@@ -188,12 +191,17 @@ def manifest(head: ForeignHead, figs: dict[str, Any], judges: dict[int, Judge], 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print the figures; with --write, fit on all three sets and write app/grading/foreign.json."""
+    """Print the figures; with --write, fit on all three sets and write app/grading/foreign.json; with --record,
+    record the held-out judges' readings (grading_lab/readings.py), which a run without them replays."""
     from ingest.embedder import SentenceTransformerEncoder
 
     args = sys.argv[1:] if argv is None else argv
-    judges = {fold: heldout_judge(fold) for fold in HOLDOUTS}
+    record = "--record" in args
+    judges = {fold: heldout_judge(fold, record=record) for fold in HOLDOUTS}
     sims = simulate_sets(SentenceTransformerEncoder(), judges)
+    if record:
+        for path in readings.save_all({f"holdout-pair-{fold}": judge for fold, judge in judges.items()}):
+            print(f"recorded {path}", file=sys.stderr)
     figs = figures(sims)
     print(json.dumps(figs, indent=1))
     if "--write" in args:

@@ -1,0 +1,120 @@
+"""Judges' readings kept on file: a recording replays exactly what the judge said, refuses what it was never
+asked, and stands in for a judge only where the judge's folder is missing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app.grading.judges import Judge, default_judge
+from app.grading.pairjudge import MANIFEST
+from grading_lab import readings
+from grading_lab.decision_fit import fold_judge
+
+
+class CountingJudge:
+    """A stand-in judge whose readings depend on the text, and which counts what it is asked."""
+
+    def __init__(self, manifest: dict[str, Any] | None = None) -> None:
+        self.manifest = manifest or {"recipe": {"seed": 13}, "data": {"x": "ab12"}}
+        self.version = "pair-judge-test@000000000000"
+        self.asked = 0
+
+    def probabilities(self, triples: Sequence[tuple[str, str, str]]) -> np.ndarray:
+        self.asked += len(triples)
+        rows = [[(len(a) % 7) / 10 + 1 / 3, 0.1 + len(r) % 3 / 100, len(q) / 1000] for q, r, a in triples]
+        return np.array(rows, dtype=np.float32)
+
+
+TRIPLES = [("What does a barrier do?", "All ranks wait until every rank reaches it", "everyone waits"),
+           ("What does a barrier do?", "All ranks wait until every rank reaches it", "nothing at all, ünïcode ✓"),
+           ("Why set_epoch?", "to reshuffle", "everyone waits")]
+
+
+@pytest.fixture
+def readings_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "readings"
+    monkeypatch.setattr(readings, "READINGS_DIR", folder)
+    return folder
+
+
+def test_a_recording_replays_every_reading_exactly(tmp_path: Path) -> None:
+    live = CountingJudge()
+    recording = readings.RecordingJudge(live)
+    first = recording.probabilities(TRIPLES[:2])
+    second = recording.probabilities(TRIPLES[1:])
+    path = tmp_path / "r.json.gz"
+    readings.save(recording, path, encoder_sha256="cafe")
+    replay = readings.load(path, "tutor models train-judge --crossfit")
+    assert replay.manifest == live.manifest and replay.version == live.version
+    np.testing.assert_array_equal(replay.probabilities(TRIPLES[:2]), first)
+    np.testing.assert_array_equal(replay.probabilities(TRIPLES[1:]), second)
+    assert replay.probabilities([]).shape == (0, 3)
+    # the same readings make the same bytes, so recording again changes no committed file
+    again = tmp_path / "again.json.gz"
+    readings.save(recording, again, encoder_sha256="cafe")
+    assert again.read_bytes() == path.read_bytes()
+
+
+def test_a_reading_never_recorded_stops_the_fit_with_the_command_that_trains_the_judge(tmp_path: Path) -> None:
+    recording = readings.RecordingJudge(CountingJudge())
+    recording.probabilities(TRIPLES[:1])
+    path = tmp_path / "r.json.gz"
+    readings.save(recording, path)
+    replay = readings.load(path, "tutor models train-judge --crossfit --late")
+    with pytest.raises(readings.MissingReading, match="train-judge --crossfit --late"):
+        replay.probabilities(TRIPLES[:2])
+
+
+def test_a_recording_in_another_format_is_refused(tmp_path: Path) -> None:
+    recording = readings.RecordingJudge(CountingJudge())
+    path = tmp_path / "r.json.gz"
+    readings.save(recording, path)
+    import gzip
+
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    path.write_bytes(gzip.compress(json.dumps({**doc, "format": 99}).encode()))
+    with pytest.raises(SystemExit, match="another format"):
+        readings.load(path, "tutor models train-judge --crossfit")
+
+
+def test_the_judge_itself_comes_before_its_recording(tmp_path: Path, readings_dir: Path) -> None:
+    folder = tmp_path / "fold-0"
+    live = CountingJudge()
+    assert readings.kept_judge(folder, "crossfit-pair-0", lambda _: live, "train it", record=False) is None
+    # a recording, and no judge: the recording
+    recording = readings.RecordingJudge(live)
+    recording.probabilities(TRIPLES)
+    readings.save_all({"crossfit-pair-0": recording, "not-recording": live})
+    assert sorted(p.name for p in readings_dir.iterdir()) == ["crossfit-pair-0.json.gz"]
+    kept = readings.kept_judge(folder, "crossfit-pair-0", lambda _: live, "train it", record=False)
+    assert isinstance(kept, readings.ReplayJudge)
+    with pytest.raises(SystemExit, match="--record needs the judges themselves"):
+        readings.kept_judge(folder, "crossfit-pair-0", lambda _: live, "train it", record=True)
+    # the judge and a recording: the judge, recorded on request
+    folder.mkdir()
+    (folder / MANIFEST).write_text("{}", encoding="utf-8")
+    assert readings.kept_judge(folder, "crossfit-pair-0", lambda _: live, "train it", record=False) is live
+    recorded = readings.kept_judge(folder, "crossfit-pair-0", lambda _: live, "train it", record=True)
+    assert isinstance(recorded, readings.RecordingJudge) and recorded.inner is live
+
+
+def test_a_recording_of_a_judge_made_otherwise_is_refused(tmp_path: Path, readings_dir: Path) -> None:
+    """The decision's fit checks a replayed fold judge's recorded manifest as it checks a live one's (no fold
+    judges in tmp_path)."""
+    shipped: Judge = default_judge()
+    other = CountingJudge({**shipped.manifest, "recipe": {**shipped.manifest["recipe"], "crossfit": 0,
+                                                          "epochs": 99}})
+    readings.save_all({"crossfit-pair-0": readings.RecordingJudge(other)})
+    with pytest.raises(SystemExit, match="not made like the shipped judge"):
+        fold_judge(tmp_path, 0, shipped, "")
+    with pytest.raises(SystemExit, match=r"no cross-fitted judge .* no recording"):
+        fold_judge(tmp_path, 1, shipped, "")
+    same = CountingJudge({**shipped.manifest, "recipe": {**shipped.manifest["recipe"], "crossfit": 0}})
+    readings.save_all({"crossfit-pair-0": readings.RecordingJudge(same)})
+    assert isinstance(fold_judge(tmp_path, 0, shipped, ""), readings.ReplayJudge)
