@@ -1,5 +1,5 @@
 """Fit the grader's learned decision on the dev set:
-`python -m grading_lab.decision_fit [--bank] [--write] [--record]`.
+`python -m grading_lab.decision_fit [--bank] [--write]`, or `... --record`.
 
 The decision (app/grading/decision.py) weighs the similarity evidence, the checks and the pair
 judge. It is fitted on the labelled dev set, whose answers the judge never saw; its figures are
@@ -11,9 +11,10 @@ inputs with the late judge's reading as well, each answer read by a late judge t
 shipped one for the dev set, the cross-fitted late judges of `tutor models train-judge --crossfit --late`
 for the decision's written answers), written to bank_decision.json.
 
-The cross-fitted judges take over an hour to train on 2 cores and are not shipped. With --record, the
-readings they give are written into data/train/readings/ (grading_lab/readings.py); without their folders
-the fit replays those, so a change to the checks, the inputs or the rules is refitted in minutes.
+The cross-fitted judges are slow to train on 2 cores (about 80 minutes per pair judge and 60 per late
+judge on a 2-core AMD EPYC machine) and are not shipped. `--record` writes the readings of those present
+into data/train/readings/ (grading_lab/readings.py), one judge at a time; a fit without a judge's folder
+replays its recording, so a change to the checks, the inputs or the rules is refitted in minutes.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from app.grading.decision import (
 )
 from app.grading.grader import BANK_GRADER, DECISION_GRADER, Judged, bank_input, decide, decision_input, vetoed
 from app.grading.judges import Judge, default_judge, load_judge, offline_late_judge
+from app.grading.pairjudge import MANIFEST
 from grading_lab import readings
 from grading_lab.evaluation import DATA_DIR, MemoEncoder, bank_rubrics
 from grading_lab.judge_train import (
@@ -183,14 +185,14 @@ def report(truth: list[str], pred: list[str], kinds: list[str], fixed: list[tupl
 DEFAULT_FILES = (DATA_DIR / "eval" / "dev.jsonl", *DECISION_ANSWERS)
 
 
-def labelled(files: list[Path], encoder: Encoder, bank: bool = False, record: bool = False) -> Dataset:
+def labelled(files: list[Path], encoder: Encoder, bank: bool = False) -> Dataset:
     """The files' answers as the decision sees them. The shipped judge never trained on the dev set,
     but it did on the decision's written answers (DECISION_ANSWERS): those are read by the
     cross-fitted judges (`tutor models train-judge --crossfit`), each on the fold of questions whose
     answers it was trained without, so that every row shows the judge as it reads an unseen answer.
     `bank`: each row read by the late judge too, the written answers by the cross-fitted late judges
     (`tutor models train-judge --crossfit --late`). Without the judges' folders, their readings recorded
-    in data/train/readings/ are replayed (grading_lab/readings.py); `record` records them."""
+    in data/train/readings/ are replayed (`record`, grading_lab/readings.py)."""
     trained_on = {p.name for p in DECISION_ANSWERS} if default_judge().manifest["recipe"].get(
         "decision_answers") else set()
     shipped_late = offline_late_judge() if bank else None
@@ -198,9 +200,9 @@ def labelled(files: list[Path], encoder: Encoder, bank: bool = False, record: bo
     folds: dict[str, Judge] = {}
     if trained_on & {p.name for p in files}:
         for k in range(CROSSFIT_FOLDS):
-            folds[f"crossfit-pair-{k}"] = fold_judge(CROSSFIT_DIR, k, default_judge(), "", record)
+            folds[f"crossfit-pair-{k}"] = fold_judge(CROSSFIT_DIR, k, default_judge(), "")
             if shipped_late is not None:
-                folds[f"crossfit-late-{k}"] = fold_judge(LATE_CROSSFIT_DIR, k, shipped_late, " --late", record)
+                folds[f"crossfit-late-{k}"] = fold_judge(LATE_CROSSFIT_DIR, k, shipped_late, " --late")
     parts = []
     for path in files:
         if path.name not in trained_on:
@@ -210,10 +212,32 @@ def labelled(files: list[Path], encoder: Encoder, bank: bool = False, record: bo
             graders = Graders(judge=folds[f"crossfit-pair-{k}"], late=folds.get(f"crossfit-late-{k}"),
                               no_late=not bank)
             parts.append(dataset(path, encoder, graders, keep=partial(_in_fold, k), rubrics=rubrics))
-    if record:
-        for written in readings.save_all(folds, encoder_sha256() if bank else None):
-            print(f"recorded {written}", file=sys.stderr)
     return concat(parts)
+
+
+def record(encoder: Encoder) -> list[Path]:
+    """Record the readings of every cross-fitted judge whose folder is here, each on the decision answers of
+    its fold, into data/train/readings/ (grading_lab/readings.py); the paths written. Each judge is
+    recorded alone, so the slow trainings can be spread over several runs. A late judge reads what its
+    fold's pair judge leads it to (the wrong option that judge nominates), so it needs that pair judge,
+    live or recorded."""
+    rubrics = bank_rubrics(encoder)
+    written: list[Path] = []
+    for k in range(CROSSFIT_FOLDS):
+        live_pair = (CROSSFIT_DIR / f"fold-{k}" / MANIFEST).is_file()
+        live_late = (LATE_CROSSFIT_DIR / f"fold-{k}" / MANIFEST).is_file()
+        if live_pair:  # read as the decision's fit reads it (the bank decision's fit asks it the same)
+            pair = fold_judge(CROSSFIT_DIR, k, default_judge(), "", record=True)
+            for path in DECISION_ANSWERS:
+                dataset(path, encoder, Graders(judge=pair, no_late=True), keep=partial(_in_fold, k), rubrics=rubrics)
+            written += readings.save_all({f"crossfit-pair-{k}": pair})
+        if live_late:
+            pair = fold_judge(CROSSFIT_DIR, k, default_judge(), "")
+            late = fold_judge(LATE_CROSSFIT_DIR, k, offline_late_judge(), " --late", record=True)
+            for path in DECISION_ANSWERS:
+                dataset(path, encoder, Graders(judge=pair, late=late), keep=partial(_in_fold, k), rubrics=rubrics)
+            written += readings.save_all({f"crossfit-late-{k}": late}, encoder_sha256())
+    return written
 
 
 def fold_judge(where: Path, fold: int, shipped: Judge, option: str, record: bool = False) -> Judge:
@@ -262,7 +286,11 @@ def main() -> None:
 
     bank = "--bank" in sys.argv
     files = [Path(a) for a in sys.argv[1:] if not a.startswith("--")] or list(DEFAULT_FILES)
-    data = labelled(files, SentenceTransformerEncoder(), bank, record="--record" in sys.argv)
+    if "--record" in sys.argv:
+        paths = record(SentenceTransformerEncoder())
+        print("\n".join(f"recorded {p}" for p in paths) or "no cross-fitted judge here to record")
+        return
+    data = labelled(files, SentenceTransformerEncoder(), bank)
     figures = crossval(data, bank=bank)
     print(json.dumps({"grouped_cv": figures}, indent=2))
     if "--write" in sys.argv:

@@ -118,3 +118,57 @@ def test_a_recording_of_a_judge_made_otherwise_is_refused(tmp_path: Path, readin
     same = CountingJudge({**shipped.manifest, "recipe": {**shipped.manifest["recipe"], "crossfit": 0}})
     readings.save_all({"crossfit-pair-0": readings.RecordingJudge(same)})
     assert isinstance(fold_judge(tmp_path, 0, shipped, ""), readings.ReplayJudge)
+
+
+@pytest.mark.slow
+def test_recorded_fold_judges_give_the_fit_the_inputs_the_judges_gave(
+        tmp_path: Path, readings_dir: Path, monkeypatch: pytest.MonkeyPatch, served_late_judge: Judge) -> None:
+    """`decision_fit.record` on fold judges made like the shipped ones (copies of them, standing in for the
+    cross-fitted judges, which take an hour each to train): replaying the recordings gives the decision's
+    fit the same rows, bit for bit, as the judges themselves, for the decision and the bank decision."""
+    import shutil
+    from functools import partial
+
+    from app.config import JUDGE_DIR, LATE_JUDGE_DIR
+    from app.grading import Graders
+    from grading_lab import decision_fit
+    from grading_lab.evaluation import MemoEncoder, bank_rubrics
+    from grading_lab.judge_train import DECISION_ANSWERS
+    from ingest.embedder import SentenceTransformerEncoder
+
+    def fold_copy(source: Path, target: Path) -> Path:
+        shutil.copytree(source, target)
+        manifest = json.loads((target / MANIFEST).read_text(encoding="utf-8"))
+        manifest["recipe"]["crossfit"] = 0
+        (target / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+        return target
+
+    pair_dir = fold_copy(JUDGE_DIR, tmp_path / "pair" / "fold-0")
+    late_dir = fold_copy(LATE_JUDGE_DIR, tmp_path / "late" / "fold-0")
+    monkeypatch.setattr(decision_fit, "CROSSFIT_DIR", pair_dir.parent)
+    monkeypatch.setattr(decision_fit, "LATE_CROSSFIT_DIR", late_dir.parent)
+    monkeypatch.setattr(decision_fit, "DECISION_ANSWERS", DECISION_ANSWERS[:1])
+    monkeypatch.setattr(decision_fit, "offline_late_judge", lambda: served_late_judge)
+    monkeypatch.setattr(decision_fit, "encoder_sha256", lambda: "test-export")
+    late_fold = CountingJudge(json.loads((late_dir / MANIFEST).read_text(encoding="utf-8")))
+    late_fold.probabilities = served_late_judge.probabilities  # type: ignore[method-assign]
+    loaded = {pair_dir: decision_fit.load_judge(pair_dir), late_dir: late_fold}
+    monkeypatch.setattr(decision_fit, "load_judge", lambda folder: loaded[folder])
+
+    encoder = MemoEncoder(SentenceTransformerEncoder())
+    written = decision_fit.record(encoder)
+    assert sorted(p.name for p in written) == ["crossfit-late-0.json.gz", "crossfit-pair-0.json.gz"]
+
+    rubrics = bank_rubrics(encoder)
+    path, keep = DECISION_ANSWERS[0], partial(decision_fit._in_fold, 0)
+    live = decision_fit.dataset(path, encoder, Graders(judge=loaded[pair_dir], late=late_fold), keep=keep,
+                                rubrics=rubrics)
+    shutil.rmtree(tmp_path / "pair")
+    shutil.rmtree(tmp_path / "late")
+    pair = decision_fit.fold_judge(pair_dir.parent, 0, default_judge(), "")
+    late = decision_fit.fold_judge(late_dir.parent, 0, served_late_judge, " --late")
+    assert isinstance(pair, readings.ReplayJudge) and isinstance(late, readings.ReplayJudge)
+    replayed = decision_fit.dataset(path, encoder, Graders(judge=pair, late=late), keep=keep, rubrics=rubrics)
+    assert len(live.y) > 20 and live.xb is not None and replayed.xb is not None
+    np.testing.assert_array_equal(replayed.x, live.x)
+    np.testing.assert_array_equal(replayed.xb, live.xb)
