@@ -1,4 +1,4 @@
-"""Fit the foreign head (app/grading/foreign.py): `python -m grading_lab.foreign_fit [--write]`.
+"""Fit the foreign head (app/grading/foreign.py): `python -m grading_lab.foreign_fit [--write]`, or `... --record`.
 
 The head is for questions from outside the bank with no labelled examples, as the public "unseen
 questions" and "unseen domains" splits are graded. It is fitted on answers graded that way through
@@ -35,6 +35,7 @@ from app.grading.decision import VERDICTS
 from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, ForeignHead
 from app.grading.judges import Judge, default_judge, load_judge
 from app.grading.latejudge import is_late
+from app.grading.pairjudge import MANIFEST
 from grading_lab import readings
 from grading_lab.asag import ASAG_DIR
 from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, concat, simulate, simulate_dev, split_rows
@@ -191,17 +192,24 @@ def manifest(head: ForeignHead, figs: dict[str, Any], judges: dict[int, Judge], 
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Print the figures; with --write, fit on all three sets and write app/grading/foreign.json; with --record,
-    record the held-out judges' readings (grading_lab/readings.py), which a run without them replays."""
+    """Print the figures; with --write, fit on all three sets and write app/grading/foreign.json. `--record`
+    records the readings of each held-out judge here on its fold's answers (grading_lab/readings.py), which
+    a run without the judge replays, and fits nothing."""
     from ingest.embedder import SentenceTransformerEncoder
 
     args = sys.argv[1:] if argv is None else argv
-    record = "--record" in args
-    judges = {fold: heldout_judge(fold, record=record) for fold in HOLDOUTS}
+    if "--record" in args:
+        present = {fold: heldout_judge(fold, record=True) for fold in HOLDOUTS
+                   if (holdout_dir(fold) / MANIFEST).is_file()}
+        if not present:
+            print("no held-out judge here to record")
+            return
+        beetle_heldout(SentenceTransformerEncoder(), present)
+        for path in readings.save_all({f"holdout-pair-{fold}": judge for fold, judge in present.items()}):
+            print(f"recorded {path}")
+        return
+    judges = {fold: heldout_judge(fold) for fold in HOLDOUTS}
     sims = simulate_sets(SentenceTransformerEncoder(), judges)
-    if record:
-        for path in readings.save_all({f"holdout-pair-{fold}": judge for fold, judge in judges.items()}):
-            print(f"recorded {path}", file=sys.stderr)
     figs = figures(sims)
     print(json.dumps(figs, indent=1))
     if "--write" in args:

@@ -172,3 +172,18 @@ def test_recorded_fold_judges_give_the_fit_the_inputs_the_judges_gave(
     assert len(live.y) > 20 and live.xb is not None and replayed.xb is not None
     np.testing.assert_array_equal(replayed.x, live.x)
     np.testing.assert_array_equal(replayed.xb, live.xb)
+
+
+def test_recording_with_no_slow_judges_here_says_so_and_writes_nothing(
+        tmp_path: Path, readings_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from grading_lab import decision_fit, foreign_fit
+
+    monkeypatch.setattr(foreign_fit, "holdout_dir", lambda fold: tmp_path / f"holdout{fold}")
+    foreign_fit.main(["--record"])
+    assert "no held-out judge here to record" in capsys.readouterr().out
+    monkeypatch.setattr(decision_fit, "CROSSFIT_DIR", tmp_path / "pair")
+    monkeypatch.setattr(decision_fit, "LATE_CROSSFIT_DIR", tmp_path / "late")
+    monkeypatch.setattr(decision_fit, "bank_rubrics", lambda encoder: {})
+    assert decision_fit.record(encoder=None) == []  # type: ignore[arg-type]
+    assert not readings_dir.exists()
