@@ -187,3 +187,22 @@ def test_recording_with_no_slow_judges_here_says_so_and_writes_nothing(
     monkeypatch.setattr(decision_fit, "bank_rubrics", lambda encoder: {})
     assert decision_fit.record(encoder=None) == []  # type: ignore[arg-type]
     assert not readings_dir.exists()
+
+
+@pytest.mark.slow
+def test_the_decision_refits_from_the_recorded_readings_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no cross-fitted judge here (they take an hour each to train), the decision's fit replays the
+    committed recordings. Its grouped CV is the one decision.json records, within 0.005: the recordings come
+    from fold judges trained on another machine than the ones the shipped decision was fitted over, and the
+    shipped judge's own readings of the dev set differ in their last digits from one CPU to another."""
+    from app.grading.decision import DECISION_PATH
+    from grading_lab import decision_fit
+    from ingest.embedder import SentenceTransformerEncoder
+
+    monkeypatch.setattr(decision_fit, "CROSSFIT_DIR", tmp_path)
+    data = decision_fit.labelled(list(decision_fit.DEFAULT_FILES), SentenceTransformerEncoder())
+    figures = decision_fit.crossval(data)
+    recorded = json.loads(DECISION_PATH.read_text(encoding="utf-8"))["grouped_cv"]
+    assert figures["n"] == recorded["n"]
+    assert figures["macro_f1_3"] == pytest.approx(recorded["macro_f1_3"], abs=0.005)
+    assert figures["macro_f1_2"] == pytest.approx(recorded["macro_f1_2"], abs=0.005)
