@@ -11,8 +11,8 @@ inputs with the late judge's reading as well, each answer read by a late judge t
 shipped one for the dev set, the cross-fitted late judges of `tutor models train-judge --crossfit --late`
 for the decision's written answers), written to bank_decision.json.
 
-The cross-fitted judges are slow to train on 2 cores (about 80 minutes per pair judge and 60 per late
-judge on a 2-core AMD EPYC machine) and are not shipped. `--record` writes the readings of those present
+The cross-fitted judges are slow to train on 2 cores (about 17 minutes each, one at a time) and are not
+shipped. `--record` writes the readings of those present
 into data/train/readings/ (grading_lab/readings.py), one judge at a time; a fit without a judge's folder
 replays its recording, so a change to the checks, the inputs or the rules is refitted in minutes.
 """

@@ -124,7 +124,7 @@ def test_a_recording_of_a_judge_made_otherwise_is_refused(tmp_path: Path, readin
 def test_recorded_fold_judges_give_the_fit_the_inputs_the_judges_gave(
         tmp_path: Path, readings_dir: Path, monkeypatch: pytest.MonkeyPatch, served_late_judge: Judge) -> None:
     """`decision_fit.record` on fold judges made like the shipped ones (copies of them, standing in for the
-    cross-fitted judges, which take an hour each to train): replaying the recordings gives the decision's
+    cross-fitted judges, which are slow to train): replaying the recordings gives the decision's
     fit the same rows, bit for bit, as the judges themselves, for the decision and the bank decision."""
     import shutil
     from functools import partial
@@ -191,7 +191,7 @@ def test_recording_with_no_slow_judges_here_says_so_and_writes_nothing(
 
 @pytest.mark.slow
 def test_the_decision_refits_from_the_recorded_readings_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no cross-fitted judge here (they take an hour each to train), the decision's fit replays the
+    """With no cross-fitted judge here (they are slow to train), the decision's fit replays the
     committed recordings. Its grouped CV is the one decision.json records, within 0.005: the recordings come
     from fold judges trained on another machine than the ones the shipped decision was fitted over, and the
     shipped judge's own readings of the dev set differ in their last digits from one CPU to another."""
