@@ -190,19 +190,25 @@ def test_recording_with_no_slow_judges_here_says_so_and_writes_nothing(
 
 
 @pytest.mark.slow
-def test_the_decision_refits_from_the_recorded_readings_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no cross-fitted judge here (they are slow to train), the decision's fit replays the
-    committed recordings. Its grouped CV is the one decision.json records, within 0.005: the recordings come
-    from fold judges trained on another machine than the ones the shipped decision was fitted over, and the
-    shipped judge's own readings of the dev set differ in their last digits from one CPU to another."""
-    from app.grading.decision import DECISION_PATH
+@pytest.mark.parametrize("bank", [False, True], ids=["decision", "bank decision"])
+def test_the_decisions_refit_from_the_recorded_readings_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served_late_judge: Judge, bank: bool) -> None:
+    """With no cross-fitted judge here (they are slow to train), the decisions' fits replay the committed
+    recordings. Their grouped CV is the one decision.json and bank_decision.json record, within 0.005: the
+    recordings come from fold judges trained on another machine than the ones the shipped decisions were
+    fitted over, and the shipped judges' own readings of the dev set differ in their last digits from one CPU
+    to another."""
+    from app.grading.decision import BANK_DECISION_PATH, DECISION_PATH
     from grading_lab import decision_fit
     from ingest.embedder import SentenceTransformerEncoder
 
-    monkeypatch.setattr(decision_fit, "CROSSFIT_DIR", tmp_path)
-    data = decision_fit.labelled(list(decision_fit.DEFAULT_FILES), SentenceTransformerEncoder())
-    figures = decision_fit.crossval(data)
-    recorded = json.loads(DECISION_PATH.read_text(encoding="utf-8"))["grouped_cv"]
+    monkeypatch.setattr(decision_fit, "CROSSFIT_DIR", tmp_path / "pair")
+    monkeypatch.setattr(decision_fit, "LATE_CROSSFIT_DIR", tmp_path / "late")
+    monkeypatch.setattr(decision_fit, "offline_late_judge", lambda: served_late_judge)
+    data = decision_fit.labelled(list(decision_fit.DEFAULT_FILES), SentenceTransformerEncoder(), bank)
+    figures = decision_fit.crossval(data, bank=bank)
+    path = BANK_DECISION_PATH if bank else DECISION_PATH
+    recorded = json.loads(path.read_text(encoding="utf-8"))["grouped_cv"]
     assert figures["n"] == recorded["n"]
     assert figures["macro_f1_3"] == pytest.approx(recorded["macro_f1_3"], abs=0.005)
     assert figures["macro_f1_2"] == pytest.approx(recorded["macro_f1_2"], abs=0.005)
