@@ -12,9 +12,9 @@ shipped one for the dev set, the cross-fitted late judges of `tutor models train
 for the decision's written answers), written to bank_decision.json.
 
 The cross-fitted judges are slow to train on 2 cores (about 17 minutes each, one at a time) and are not
-shipped. `--record` writes the readings of those present
-into data/train/readings/ (grading_lab/readings.py), one judge at a time; a fit without a judge's folder
-replays its recording, so a change to the checks, the inputs or the rules is refitted in minutes.
+shipped. `--record` writes the readings of those present into data/train/readings/
+(grading_lab/readings.py), one judge at a time; a fit without a judge's folder replays its recording, so a
+change to the checks, the inputs or the rules is refitted in minutes.
 """
 
 from __future__ import annotations
