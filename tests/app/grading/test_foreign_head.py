@@ -15,6 +15,7 @@ from app.grading.decision import load_decision
 from app.grading.examples import MIN_EXAMPLES
 from app.grading.foreign import FOREIGN_PATH, INPUTS, applies, load_foreign
 from app.grading.rubric import attach_neighbours
+from grading_lab import readings
 from grading_lab.asag import ASAG_DIR
 from grading_lab.examples_cv import DEV_PATH, concat, simulate, split_rows
 from grading_lab.foreign_fit import HEAD_VERSION, by_module, figures, fit_head, heldout_judge
@@ -53,11 +54,15 @@ def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
     assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "dev_inline"}
 
 
-def test_the_fit_refuses_a_judge_that_saw_the_held_out_questions(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="no held-out judge"):
-        heldout_judge(0, tmp_path)
+def test_the_fit_refuses_a_judge_that_saw_the_held_out_questions(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SystemExit, match="not made like the shipped one"):
         heldout_judge(0, JUDGE_DIR)
+    # no judge in the folder: its committed recording is replayed, and with none either, the fit stops
+    assert isinstance(heldout_judge(0, tmp_path), readings.ReplayJudge)
+    monkeypatch.setattr(readings, "READINGS_DIR", tmp_path / "no-recordings")
+    with pytest.raises(SystemExit, match="no held-out judge"):
+        heldout_judge(0, tmp_path)
 
 
 def test_by_module_holds_out_a_sciEntsBank_module_together() -> None:
