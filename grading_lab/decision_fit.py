@@ -256,14 +256,14 @@ def fold_judge(where: Path, fold: int, shipped: Judge, option: str, record: bool
 
 
 def encoder_sha256() -> str:
-    """The hash of the int8 encoder export the late judges read states from (the index's)."""
+    """The hash of the int8 encoder export the late judges read states from (the index's), as its manifest
+    records it (checked against the file when the encoder loads)."""
     from app.config import Settings
     from ingest.embedder import model_id_for
-    from ingest.identity import file_sha256
-    from ingest.onnx_encoder import ONNX_FILE, encoder_dir
+    from ingest.onnx_encoder import encoder_dir, read_manifest
 
     settings = Settings()
-    return file_sha256(encoder_dir(settings.index_path, model_id_for(settings.model)) / ONNX_FILE)
+    return str(read_manifest(encoder_dir(settings.index_path, model_id_for(settings.model)))["sha256"])
 
 
 def made_as(judge: Judge) -> tuple[Any, Any]:
