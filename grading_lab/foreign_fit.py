@@ -9,7 +9,7 @@ new ones:
 - SciEntsBank's training split: the judge never trained on it;
 - Beetle's training answers to the questions of ASAG folds 0 and 1 (HOLDOUTS), each fold read by a
   judge trained like the shipped one without it (`tutor models train-judge --holdout K --no-measure
-  --out data/cache/judge-holdoutK`, about 25 minutes each on 2 cores); the shipped judge trained on
+  --out data/cache/judge-holdoutK`, about 20 minutes each on 2 cores); the shipped judge trained on
   every Beetle training answer;
 - the dev set, each question passed as the inline form passes it (text and accepted answers only):
   the judge never trained on it (the decision did, so this part flatters the decision).
@@ -82,7 +82,7 @@ def heldout_judge(fold: int, folder: Path | None = None, record: bool = False) -
     judge = readings.kept_judge(folder, f"holdout-pair-{fold}", load_judge, train_holdout(fold), record)
     if judge is None:
         raise SystemExit(f"no held-out judge in {folder} and no recording of its readings (run "
-                         f"`{train_holdout(fold)}`, about 25 minutes on 2 cores)")
+                         f"`{train_holdout(fold)}`, about 20 minutes on 2 cores)")
     shipped = default_judge()
     made = lambda j: (j.manifest["data"], {**asdict(recipe_of(j.manifest)), "holdout": None})  # noqa: E731
     if judge.manifest["recipe"].get("holdout") != fold or made(judge) != made(shipped):

@@ -212,3 +212,22 @@ def test_the_decisions_refit_from_the_recorded_readings_alone(
     assert figures["n"] == recorded["n"]
     assert figures["macro_f1_3"] == pytest.approx(recorded["macro_f1_3"], abs=0.005)
     assert figures["macro_f1_2"] == pytest.approx(recorded["macro_f1_2"], abs=0.005)
+
+
+@pytest.mark.slow
+def test_the_foreign_head_refits_from_the_recorded_readings_alone(tmp_path: Path) -> None:
+    """With neither held-out judge here, the foreign head's fit replays both committed recordings, and its
+    grouped CV is the one foreign.json records, within 0.005 (the recordings come from held-out judges
+    trained on another machine than the ones the shipped head was fitted over)."""
+    from app.grading.foreign import FOREIGN_PATH
+    from grading_lab import foreign_fit
+    from ingest.embedder import SentenceTransformerEncoder
+
+    judges = {fold: foreign_fit.heldout_judge(fold, tmp_path / f"holdout{fold}") for fold in foreign_fit.HOLDOUTS}
+    assert all(isinstance(judge, readings.ReplayJudge) for judge in judges.values())
+    figures = foreign_fit.figures(foreign_fit.simulate_sets(SentenceTransformerEncoder(), judges))
+    recorded = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))["figures"]
+    assert figures["answers"] == recorded["answers"]
+    for part in ("grouped_cv", "grouped_cv_3way"):
+        for name, value in recorded[part].items():
+            assert figures[part][name] == pytest.approx(value, abs=0.005), (part, name)
