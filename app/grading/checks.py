@@ -227,12 +227,9 @@ def restates_question(answer: str, question: str, coverage: float) -> bool:
 
 
 HARD_NEGATIONS = NEGATIONS - {"without"}
-# After a cue, a word that turns the negation into an assertion: "don't forget set_epoch", "not only X".
-# The verdict's check (`negation_mismatch`) reads the reminders alone; "not just" and "not only" would
-# change the input of a labelled answer the decisions are fitted on, so they wait for their refit
-# (docs/GRADING.md, "Known weak spots").
-_REMINDERS = frozenset({"forget", "neglect", "omit"})
-_AFFIRMING = _REMINDERS | {"only", "just", "merely"}
+# After a cue, a word that turns the negation into an assertion: "don't forget set_epoch", "not only X",
+# "don't just make the model huge".
+_AFFIRMING = frozenset({"forget", "neglect", "omit", "only", "just", "merely"})
 DENIALS = HARD_NEGATIONS | {"nobody", "noone"}  # what the feedback reads as denying a claim
 # Words that end a negation's scope: a new clause or a condition ("no rank continues until ...").
 _SCOPE_END = frozenset({"but", "so", "because", "it", "its", "they", "which", "until", "unless",
@@ -242,7 +239,7 @@ _UNIVERSAL = frozenset({"all", "every", "each", "always", "entirely", "completel
 # In a reference, "reduces idle time" says idle time is unwanted: answers may deny it.
 _REF_CUES = frozenset({"reduc", "limit"})  # stems: lower, decrease, minimise ... fold onto "reduc"
 _HYPOTHETICAL = frozenset({"if", "unless", "whenever"})  # "if some ranks never reach it" asserts nothing
-_SCOPE_SPLIT = re.compile(r"[;.!?\n()\[\]]+|\s-+\s|,\s*(?:while|whereas|but)\s+|\s+(?:while|whereas)\s+")
+_SCOPE_SPLIT = re.compile(r"[;.!?\n()\[\]]+|\s-+\s|,\s*(?:while|whereas|but|and)\s+|\s+(?:while|whereas)\s+")
 
 
 def _denies_universal(toks: list[str], i: int) -> bool:
@@ -265,19 +262,26 @@ def _is_cue(toks: list[str], i: int, soft: bool, hard: frozenset[str], affirming
 def negated_spans(text: str, soft: bool = True, width: int = 3, hard: frozenset[str] = HARD_NEGATIONS,
                   affirming: frozenset[str] = frozenset()) -> tuple[set[str], list[str]]:
     """Stems in the scope (width content words) of a negation cue, and the stems outside any. A hard cue
-    right before a word of `affirming` is no cue."""
+    right before a word of `affirming` is no cue. A scope ends at a clause break (`_SCOPE_SPLIT`), a comma, a
+    word of `_SCOPE_END` or a word of `hard` ("no overlap, call set_epoch" denies only the overlap)."""
     negated: set[str] = set()
     outside: list[str] = []
     for clause in _SCOPE_SPLIT.split(text):
-        toks = raw_tokens(clause)
+        toks: list[str] = []
+        commas: set[int] = set()  # where a comma ends the part before it
+        for part in clause.split(","):
+            commas.add(len(toks))
+            toks += raw_tokens(part)
         scope = 0
         hypothetical = False
         for i, tok in enumerate(toks):
             hypothetical = hypothetical or tok in _HYPOTHETICAL
+            if i in commas:
+                scope = 0
             if _is_cue(toks, i, soft, hard, affirming) and not hypothetical:
                 scope = width
                 continue
-            if tok in _SCOPE_END:
+            if tok in _SCOPE_END or tok in hard:  # a cue that is none ("don't forget") still starts a new phrase
                 scope = 0
             if tok in STOPWORDS:
                 continue
@@ -345,9 +349,8 @@ def negation_mismatch(answer: str, references: list[str], key_stems: list[set[st
     Only hard cues (not, no, never, n't) count in the answer: 'bypasses the CPU' or 'without
     copies' are how correct answers paraphrase. The answer is let off when the text outside
     its negations still covers most of the reference's key stems ('X, not Y' contrasts). A reminder
-    ("don't forget set_epoch") asserts.
-    """
-    ans_neg, ans_outside = negated_spans(answer, soft=False, affirming=_REMINDERS)
+    ("don't forget set_epoch") or a "not just" / "not only" asserts, and a comma ends a cue's reach."""
+    ans_neg, ans_outside = negated_spans(answer, soft=False, affirming=_AFFIRMING)
     if not ans_neg:
         return False
     outside = set(ans_outside)

@@ -252,6 +252,43 @@ def test_a_plain_denial_of_the_sampler_is_a_negation(answer: str) -> None:
     assert _sampler_denied(answer)
 
 
+CHINCHILLA_Q = "What is the Chinchilla scaling law's implication for distributed training resource allocation?"
+CHINCHILLA_REF = ("Chinchilla showed optimal tokens per parameter is ~20; models should train longer rather than grow "
+                  "larger")
+
+
+def _chinchilla_denied(answer: str) -> bool:
+    from app.grading.scoring import _key_stems
+
+    return negation_mismatch(answer, [CHINCHILLA_REF], [_key_stems(weigh(CHINCHILLA_REF, CHINCHILLA_Q))])
+
+
+@pytest.mark.parametrize("answer", [
+    "chinchilla: about 20 tokens per parameter, so don't just grow the model larger",
+    "train on more data, not just a larger model",
+    "the lesson is not only to grow models larger but to train them longer",
+])
+def test_not_just_and_not_only_assert(answer: str) -> None:
+    """"don't just grow the model" says to do more than grow it: no denial of the key claim."""
+    assert not _chinchilla_denied(answer)
+    assert _chinchilla_denied("chinchilla says models should not train longer; grow them larger instead")
+
+
+@pytest.mark.parametrize("answer", [
+    "each rank's share has no overlap, and set_epoch reshuffles it every epoch",
+    "ranks take strides of the indices with no overlap, and set_epoch reshuffles every epoch",
+    # a reminder starts a phrase of its own
+    "each rank gets every Nth index from the same shuffled list so theres no overlap dont forget set_epoch every epoch",
+    # and so does a comma
+    "every rank reads its own stride so there is no overlap, call set_epoch each epoch to reshuffle",
+])
+def test_a_comma_ends_a_negation(answer: str) -> None:
+    """A comma ends a cue's reach, ", and" starts a new clause and "don't forget" a new phrase: the "no" before
+    "overlap" does not reach set_epoch."""
+    assert not _sampler_denied(answer)
+    assert _sampler_denied("the sampler does not assign strides, and set_epoch is never needed")
+
+
 def test_each_other_is_no_universal() -> None:
     """"not every stage" denies a universal, not the claim; "never ... each other" denies the claim."""
     reference = "It coordinates process discovery at startup so that all ranks can find each other"
