@@ -194,10 +194,9 @@ def test_recording_with_no_slow_judges_here_says_so_and_writes_nothing(
 def test_the_decisions_refit_from_the_recorded_readings_alone(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, served_late_judge: Judge, bank: bool) -> None:
     """With no cross-fitted judge here (they are slow to train), the decisions' fits replay the committed
-    recordings. Their grouped CV is the one decision.json and bank_decision.json record, within 0.005: the
-    recordings come from fold judges trained on another machine than the ones the shipped decisions were
-    fitted over, and the shipped judges' own readings of the dev set differ in their last digits from one CPU
-    to another."""
+    recordings. Their grouped CV is the one decision.json and bank_decision.json record (fitted over the same
+    recordings), within 0.005: the shipped judges' own readings of the dev set, read live, differ in their last
+    digits from one CPU to another."""
     from app.grading.decision import BANK_DECISION_PATH, DECISION_PATH
     from grading_lab import decision_fit
     from ingest.embedder import SentenceTransformerEncoder
@@ -217,8 +216,8 @@ def test_the_decisions_refit_from_the_recorded_readings_alone(
 @pytest.mark.slow
 def test_the_foreign_head_refits_from_the_recorded_readings_alone(tmp_path: Path) -> None:
     """With neither held-out judge here, the foreign head's fit replays both committed recordings, and its
-    grouped CV is the one foreign.json records, within 0.005 (the recordings come from held-out judges
-    trained on another machine than the ones the shipped head was fitted over)."""
+    grouped CV is the one foreign.json records (fitted over the same recordings), within 0.005: the shipped
+    judge's live readings of SciEntsBank and the dev set differ in their last digits from one CPU to another."""
     from app.grading.foreign import FOREIGN_PATH
     from grading_lab import foreign_fit
     from ingest.embedder import SentenceTransformerEncoder
