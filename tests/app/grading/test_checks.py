@@ -218,10 +218,15 @@ SAMPLER_Q = "How does DistributedSampler ensure non-overlapping data across GPUs
 SAMPLER_REF = "DistributedSampler assigns non-overlapping index strides per rank, requiring set_epoch for re-shuffling"
 
 
-def _sampler_denied(answer: str) -> bool:
+def _denied(answer: str, reference: str, question: str) -> bool:
+    """The negation check as the grader asks it: against one accepted answer and its key stems."""
     from app.grading.scoring import _key_stems
 
-    return negation_mismatch(answer, [SAMPLER_REF], [_key_stems(weigh(SAMPLER_REF, SAMPLER_Q))])
+    return negation_mismatch(answer, [reference], [_key_stems(weigh(reference, question))])
+
+
+def _sampler_denied(answer: str) -> bool:
+    return _denied(answer, SAMPLER_REF, SAMPLER_Q)
 
 
 @pytest.mark.parametrize("answer", [
@@ -258,9 +263,7 @@ CHINCHILLA_REF = ("Chinchilla showed optimal tokens per parameter is ~20; models
 
 
 def _chinchilla_denied(answer: str) -> bool:
-    from app.grading.scoring import _key_stems
-
-    return negation_mismatch(answer, [CHINCHILLA_REF], [_key_stems(weigh(CHINCHILLA_REF, CHINCHILLA_Q))])
+    return _denied(answer, CHINCHILLA_REF, CHINCHILLA_Q)
 
 
 @pytest.mark.parametrize("answer", [
