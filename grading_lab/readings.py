@@ -3,12 +3,12 @@ minutes.
 
 The learned decisions are fitted over the cross-fitted judges' readings of the decision's written answers
 (`grading_lab/decision_fit.py`), and the foreign head over the held-out judges' readings of Beetle's answers
-(`grading_lab/foreign_fit.py`). Those judges are not shipped, and training them takes about an hour and a
-half on 2 cores. A change to what reads the readings (a check, a decision input, a rule) leaves the readings
-as they are, so `--record` (on either fit) writes every reading the fit asks of each such judge present
-into `data/train/readings/`, with the judge's manifest, and a later fit without the judges' folders
-replays them: the same figures and weights, bit for bit, as long as the fit asks the judges for nothing
-they were not asked then.
+(`grading_lab/foreign_fit.py`). Those judges are not shipped, and training them takes about an hour and three
+quarters on 2 cores (six judges, one at a time). A change to what reads the readings (a check, a decision
+input, a rule) leaves the readings as they are, so `--record` (on either fit) writes every reading the fit
+asks of each such judge present into `data/train/readings/`, with the judge's manifest, and a later fit
+without the judges' folders replays them: the same figures and weights, bit for bit, as long as the fit asks
+the judges for nothing they were not asked then.
 
 A replayed judge answers only what was recorded: a triple it never read (an answer's text changed by a new
 check, a new reading asked for) stops the fit with the command that trains the judge, and so does a
