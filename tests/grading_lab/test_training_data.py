@@ -180,6 +180,20 @@ def test_the_shipped_late_judges_recipe_is_the_late_recipe() -> None:
     assert manifest["data"] == default_judge().manifest["data"]  # the pair judge's training data
 
 
+def test_the_shipped_judges_were_trained_on_the_repositorys_data_as_it_is() -> None:
+    """Each manifest hashes the files its training read: the seeds, the annotations (accepted answers the
+    judges read as the reference), the written answers, the ASAG splits. A change to any of them (a new
+    accepted answer, a relabelled answer) calls for the judges to be trained again, or `tutor models
+    train-judge` would no longer rebuild what is served."""
+    from app.config import LATE_JUDGE_DIR
+    from app.grading.latejudge import read_late_manifest
+    from grading_lab.judge_train import data_hashes
+
+    for manifest in (default_judge().manifest, read_late_manifest(LATE_JUDGE_DIR)):
+        recorded, now = manifest["data"], data_hashes(recipe_of(manifest))
+        assert recorded == now, sorted(name for name in {*recorded, *now} if recorded.get(name) != now.get(name))
+
+
 def test_distillation_loss_is_zero_only_where_the_student_reads_as_the_teacher() -> None:
     import torch
 
