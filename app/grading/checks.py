@@ -61,10 +61,17 @@ _HEDGE_OPENER = re.compile(
     re.IGNORECASE,
 )
 HEDGE_CONTENT = 3  # at most this many content words after a hedge, and the answer says nothing
+# What follows a hedge and only points at a subject: "something about GPUs", "it has to do with rings", "the
+# ring thing", "some kind of parallelism".
+_POINTS_VAGUELY = re.compile(r"\b(?:something|stuff|things?|some\s+kind|sort\s+of|kind\s+of|to\s+do\s+with)\b",
+                             re.IGNORECASE)
 
 
-def is_evasive(answer: str) -> bool:
-    """An answer that says nothing: 'idk', 'the right one', 'not sure', 'not sure, something about GPUs'."""
+def is_evasive(answer: str, beyond: Callable[[str], bool] | None = None) -> bool:
+    """An answer that says nothing: 'idk', 'the right one', 'not sure', 'not sure, something about GPUs'.
+    `beyond`, where given, tells whether a stem goes beyond the question's own words towards its accepted
+    answers (Rubric.goes_beyond): a hedge followed by such a word says something and is graded on it ("not
+    sure, maybe they are sharded across the GPUs")."""
     text = answer.strip()
     if not text:
         return False
@@ -72,9 +79,35 @@ def is_evasive(answer: str) -> bool:
         return True
     hedged = _HEDGE_OPENER.match(text)
     if hedged is not None and len([t for t in raw_tokens(hedged["rest"]) if t not in STOPWORDS]) <= HEDGE_CONTENT:
-        return True
+        rest = hedged["rest"]
+        return (beyond is None or _POINTS_VAGUELY.search(rest) is not None
+                or not any(beyond(s) for s in content_stems(rest)))
     tokens = raw_tokens(text)
     return bool(tokens) and all(t in STOPWORDS for t in tokens) and len(tokens) <= 6
+
+
+# The writer says, anywhere in the answer, that they do not know or cannot tell the terms apart, or sends
+# the reader elsewhere for the answer: "the pytorch one, i forget the exact class name", "some kind of
+# parallelism, i mix them up", "you just call the fsdp save api, check the tutorial". A mild hedge ("I
+# think", "probably", "maybe") is how many right answers are written and is not one of these.
+_ADMITS_NOT_KNOWING = re.compile(
+    r"\b(?:not\s+(?:really\s+|quite\s+|totally\s+|entirely\s+|100\s*%\s+)?sure|"
+    r"(?:no|not\s+a)\s+(?:real\s+)?(?:idea|clue)|idk|dunno|beats\s+me|"
+    r"i\s*(?:do\s*n[o']?t|dont)\s+(?:really\s+)?know|i\s+(?:forg[eo]t|(?:have|'ve)\s+forgotten)|"
+    r"(?:can'?t|cannot|do\s*n[o']?t|dont)\s+(?:really\s+)?(?:remember|recall)|"
+    r"(?:mix(?:ed)?|get|got)\s+(?:them|these|those|the\w*)\s+(?:mixed\s+)?up|mix(?:ed)?\s+up|"
+    r"i(?:\s*am|'m)\s+(?:blanking|drawing\s+a\s+blank)|"
+    r"(?:check|see|look\s+at|read)\s+the\s+(?:docs?|documentation|tutorial|notes|slides|manual)|"
+    r"look\s+it\s+up)\b",
+    re.IGNORECASE,
+)
+
+
+def admits_not_knowing(answer: str) -> bool:
+    """Whether the writer says somewhere in the answer that they do not know ("I forget which one", "not sure
+    where they go", "I mix them up", "check the docs"). It settles nothing alone: a hedged answer that goes on
+    to say something is graded on what it says (grader._admits_not_knowing)."""
+    return _ADMITS_NOT_KNOWING.search(answer) is not None
 
 
 # A lead-in that says nothing of the answer ("In short:", "Basically,", "So,"). The grader read such an

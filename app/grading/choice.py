@@ -28,15 +28,36 @@ def _option_by_letter(letter: str, options: list[str]) -> str | None:
     return options[index] if 0 <= index < len(options) else None
 
 
+# An option that is a name with its short form after it: "torch.nn.parallel.DistributedDataParallel (DDP)",
+# "UCX (Unified Communication X)". Either form alone names the option, as does a dotted name's last part.
+_NAMED = re.compile(r"^\s*(?P<name>[^()]+?)\s*\((?P<alias>[^()]+)\)\s*$")
+NAME_WORDS = 5  # at most this many words in the name, and in its short form: longer options are claims
+ALIAS_WORDS = 4
+
+
+def option_names(option: str) -> set[str]:
+    """The normalised texts that name an option exactly: its own, and for a short name with its short form
+    in brackets after it, the name, the short form and a dotted name's last part."""
+    names = {normalise_option(option)}
+    named = _NAMED.match(option)
+    if named is not None:
+        name, alias = named["name"], named["alias"]
+        if len(name.split()) <= NAME_WORDS and len(alias.split()) <= ALIAS_WORDS:
+            names |= {normalise_option(name), normalise_option(alias)}
+            if "." in name and " " not in name.strip():
+                names.add(normalise_option(name.rsplit(".", 1)[-1]))
+    return names - {""}
+
+
 def _lookup(text: str, item: GradingItem) -> ExactMatch | None:
     norm = normalise_option(text)
     if not norm:
         return None
     for ref in item.reference_answers:
-        if normalise_option(ref) == norm:
+        if norm in option_names(ref):
             return ExactMatch(ref, True)
     for wrong in item.wrong_answers:
-        if normalise_option(wrong) == norm:
+        if norm in option_names(wrong):
             return ExactMatch(wrong, False)
     return None
 

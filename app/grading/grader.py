@@ -8,7 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from app.grading.checks import is_evasive, is_keyword_list, strip_empty_edges, strip_injection, strip_lead_in
+from app.grading.checks import (
+    admits_not_knowing,
+    is_evasive,
+    is_keyword_list,
+    strip_empty_edges,
+    strip_injection,
+    strip_lead_in,
+)
 from app.grading.choice import exact_match, is_bare_letter
 from app.grading.decision import (
     BEYOND_CAP,
@@ -95,16 +102,18 @@ def _precheck(rubric: Rubric, answer: str, choice: str | None) -> _Pending:
     hit = _exact(rubric, text, flags)
     if hit is not None:
         return _Pending(text, flags, hit)
-    evasive, plain = is_evasive(text), text
+    evasive, plain = is_evasive(text, rubric.goes_beyond), text
     text = strip_empty_edges(text, rubric.knows)
     if text != plain:  # what is left of an answer without its edges is checked again
         if (hit := _exact(rubric, text, flags)) is not None:
             return _Pending(text, flags, hit)
-        evasive = evasive or is_evasive(text)
+        evasive = evasive or is_evasive(text, rubric.goes_beyond)
     if evasive or (is_bare_letter(text) and not rubric.item.options):
         flags.append("evasive")
         return _Pending(text, flags, _reject(
             rubric, flags, "That doesn't answer the question; have a go in your own words."))
+    if admits_not_knowing(plain):
+        flags.append("hedged")
     if is_keyword_list(text, rubric.item.reference_answers[0]):
         flags.append("keyword_list")
     # The rest reads the answer without its final full stops: a stop says nothing about what an answer
@@ -119,8 +128,8 @@ def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralMo
 # The grader's own part of the `grader_version` each decision's verdicts carry (the judges' versions follow
 # it): what the decision weighs and the rules after it. A change to either bumps it, and the decision is
 # refitted for it (`python -m grading_lab.decision_fit [--bank] --write` writes the version into its file).
-DECISION_GRADER = "grader-2.11"  # decision.json: the decision over the pair judge
-BANK_GRADER = "grader-2.11"  # bank_decision.json: the bank decision over both judges, and RULES
+DECISION_GRADER = "grader-2.12"  # decision.json: the decision over the pair judge
+BANK_GRADER = "grader-2.12"  # bank_decision.json: the bank decision over both judges, and RULES
 
 
 # A swap of two roles or a negation that the checks find is incorrect unless the pair judge reads the
@@ -355,6 +364,18 @@ def _nothing_beyond_the_question(r: _Reading) -> None:
         r.flags.append("evasive")
 
 
+def _admits_not_knowing(r: _Reading) -> None:
+    """An answer whose writer says they do not know ("one of the nvidia features, can't recall which one",
+    "the pytorch one, I forget the exact class name": the `hedged` flag, checks.admits_not_knowing) and
+    that uses no word beyond the question's own towards the accepted answers or the explanation is an
+    evasion, whatever the judges read: they read many such answers as the subject's answer with a part
+    missing. A hedged answer that says something beyond the question is graded on what it says
+    (docs/GRADING_LOG.md, "Answers that admit not knowing")."""
+    if (r.verdict != "incorrect" and "hedged" in r.flags and r.ev.beyond_question == 0 and r.ev.adopted is None):
+        r.verdict, r.sure = "incorrect", True
+        r.flags.append("evasive")
+
+
 def _roles_clear_clause_swap(r: _Reading) -> None:
     """The clause check read a swap where the question's authored roles read every side the answer names
     with its own words and none with another's: the authored reading is the question's own, the clause
@@ -407,8 +428,8 @@ def _roles_stated(r: _Reading) -> None:
 
 
 # The rules after the decision, in the order they act: each reads what the ones before it left.
-RULES = (_head_needs_support, _both_judges_wrong, _nothing_beyond_the_question, _roles_clear_clause_swap, _reversal,
-         _authored_swap, _misconception, _roles_stated)
+RULES = (_head_needs_support, _both_judges_wrong, _nothing_beyond_the_question, _admits_not_knowing,
+         _roles_clear_clause_swap, _reversal, _authored_swap, _misconception, _roles_stated)
 
 
 def decide(rubric: Rubric, text: str, ev: Evidence, on_refs: np.ndarray, on_wrongs: np.ndarray,

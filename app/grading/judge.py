@@ -285,6 +285,12 @@ def decision_feedback(verdict: str, flags: list[str], ev: Evidence, wrong: str |
     answers, the wrong option it states, the words that reverse or deny the accepted answer."""
     if verdict == "correct":
         return "Correct." + (" Unsure about the wording, though." if "unsure" in flags else "")
+    # A rule made it an evasion because nothing in it goes beyond the question's words: that, and not a
+    # nearer question's answer, is what the learner needs to hear ("it splits the data somehow, not sure how"),
+    # unless it states a wrong option's claim. Its "not" is a hedge ("I don't know"), no denial.
+    if "evasive" in flags and verdict == "incorrect" and wrong is None:
+        return ("That doesn't answer the question: nothing in it goes beyond what the question says. "
+                "Have a go in your own words.")
     if ev.other_question is not None and verdict == "incorrect":  # a partial verdict gives the answer credit here
         return f'This {ANSWERS_OTHER} ("{ev.other_question}") than to this one\'s.'
     if wrong is not None:
@@ -295,9 +301,6 @@ def decision_feedback(verdict: str, flags: list[str], ev: Evidence, wrong: str |
                 f'{swap.said_of}. The accepted answer says: "{reference}".')
     if "roles_swapped" in flags:
         return f'You have reversed which one does what; the accepted answer says: "{reference}".'
-    if "evasive" in flags and verdict == "incorrect":  # its "not" is a hedge ("I don't know"), no denial
-        return ("That doesn't answer the question: nothing in it goes beyond what the question says. "
-                "Have a go in your own words.")
     denial = denying_clause(answer, reference) if verdict == "incorrect" and not NEGATORS.search(reference) else None
     if denial is not None:
         return f'This {SAYS_OPPOSITE} ("{reference}"): see "{denial.strip()}".'

@@ -135,6 +135,11 @@ class Rubric:
         """Whether a stem is in the question's material (`material`)."""
         return has_match(word, self.material)
 
+    def goes_beyond(self, word: str) -> bool:
+        """Whether a stem is one of the accepted answers' or the explanation's that the question does not hold
+        (`beyond_question`)."""
+        return has_match(word, self.beyond_question)
+
     @cached_property
     def roles(self) -> tuple[Role, ...] | None:
         """The sides the role check reads (app/grading/roles.py: cues_swapped), if the question has any."""

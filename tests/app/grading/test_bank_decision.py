@@ -268,6 +268,30 @@ def test_an_answer_the_judges_read_as_wrong_that_says_nothing_beyond_the_questio
         assert result.feedback.startswith("That doesn't answer the question: nothing in it goes beyond")
 
 
+@pytest.mark.parametrize(("answer", "leaning", "verdict"), [
+    # the writer says they do not know, and nothing goes beyond the question: an evasion, whatever the judges
+    # and the decision read
+    ("all-gather is one of the collectives, I always get them mixed up", "partial", "incorrect"),
+    ("all-gather is one of those collectives, can't remember the details", "correct", "incorrect"),
+    ("all-gather is a collective, check the docs", "partial", "incorrect"),
+    # a hedged answer that says something beyond the question is graded on what it says
+    ("not sure I remember it right, but every rank ends up with the full tensor", "correct", "correct"),
+    ("every rank gets every chunk, I forget the rest", "partial", "partial"),
+    # a mild hedge is how right answers are written: not one of these
+    ("all-gather is one of those collectives, I think", "partial", "partial"),
+])
+def test_an_answer_that_admits_not_knowing_and_says_nothing_beyond_the_question_is_an_evasion(
+        fake: FakeEncoder, answer: str, leaning: str, verdict: str) -> None:
+    graders = Graders(judge=StubLateJudge((0.3, 0.6, 0.1)), late=StubLateJudge((0.3, 0.6, 0.1)),
+                      bank_decision=_always(leaning))
+    result = grade(_bank(fake), answer, fake, graders=graders)
+    assert result.verdict == verdict
+    assert ("evasive" in result.flags) == (verdict == "incorrect")
+    if verdict == "incorrect":
+        assert result.score == 0.0
+        assert result.feedback.startswith("That doesn't answer the question: nothing in it goes beyond")
+
+
 def test_an_answer_that_states_every_side_in_its_own_words_is_correct_whatever_the_judges_read(
         fake: FakeEncoder) -> None:
     """Both judges read this question's right answers as wrong (docs/GRADING_LOG.md, "Two judges"); an answer

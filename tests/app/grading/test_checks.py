@@ -7,6 +7,7 @@ import pytest
 from app.grading.align import recall, weigh
 from app.grading.checks import (
     _INJECTION,
+    admits_not_knowing,
     denied_stems,
     denying_clause,
     has_injection,
@@ -156,6 +157,37 @@ def test_a_hedge_with_next_to_nothing_after_it_is_evasive(answer: str) -> None:
 ])
 def test_a_hedged_answer_that_says_something_is_not_evasive(answer: str) -> None:
     assert not is_evasive(answer)
+
+
+@pytest.mark.parametrize("answer", [
+    "the pytorch one, i forget the exact class name", "one of the nvidia features, cant recall which one",
+    "it's a collective from one of the parallelisms, I get them mixed up", "some kind of parallelism, i mix them up",
+    "you just call the save api, check the tutorial", "is this the one about loss scaling? not sure where they go",
+    "I don't remember which way round it goes", "something about the network, I'd just look it up",
+    "no idea which stage it is",
+])
+def test_an_answer_that_admits_not_knowing(answer: str) -> None:
+    assert admits_not_knowing(answer)
+
+
+@pytest.mark.parametrize("answer", [
+    "I think it is DDP", "probably tensor parallelism", "maybe the sharded state dict",
+    "the all-to-all mixes the tokens between experts", "make sure every rank calls it", "I remember NCCL uses rings",
+    "each rank checks the others in", "the sampler shuffles the indices up front",
+])
+def test_a_mild_hedge_or_a_claim_does_not_admit_not_knowing(answer: str) -> None:
+    assert not admits_not_knowing(answer)
+
+
+def test_a_hedge_followed_by_a_word_of_the_accepted_answer_says_something() -> None:
+    beyond = {"split", "gpu"}.__contains__  # the stems a question's accepted answers add to its own ("sharded")
+    assert not is_evasive("not sure, maybe sharded across the GPUs", beyond)
+    assert not is_evasive("idk, maybe sharded?", beyond)
+    # a hedge and a pointer at the subject say nothing, whatever words they point with
+    for answer in ("not sure, something about GPUs", "I forgot, it has to do with GPUs", "no idea, the GPU stuff",
+                   "not sure, some kind of split"):
+        assert is_evasive(answer, beyond)
+    assert is_evasive("not sure, maybe sharded across the GPUs")  # no question given: a hedge, little after it
 
 
 def test_restating_the_question_is_evasive() -> None:

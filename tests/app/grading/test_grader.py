@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from app.grading import GradingItem, Rubric, grade, grade_many, plan_many, prepare, prepare_many
+from app.grading.choice import option_names
 from tests.fakes import FakeEncoder
 
 CORRECT = "Data parallelism replicates the model and splits data; model parallelism splits the model across devices"
@@ -87,6 +88,32 @@ def test_option_letter_and_text_are_exact(fake: FakeEncoder, dp_item: GradingIte
     assert result.matched_misconception == dp_item.wrong_answers[0]
     assert grade(rubric, "", fake, choice=right).verdict == "correct"
     assert fake.calls == []  # exact matches never touch the encoder
+
+
+@pytest.mark.parametrize("answer", ["DDP", "ddp.", "DistributedDataParallel",
+                                    "torch.nn.parallel.DistributedDataParallel"])
+def test_a_named_option_is_named_by_its_short_form_or_its_name_alone(fake: FakeEncoder, answer: str) -> None:
+    """"torch.nn.parallel.DistributedDataParallel (DDP)": a learner who types "DDP" names it, and was once told
+    "Partly right, but incomplete"."""
+    item = GradingItem("Which PyTorch feature replicates the model on every GPU and syncs gradients?",
+                       ["torch.nn.parallel.DistributedDataParallel (DDP)"], wrong_answers=["CUDA Streams (streams)"])
+    rubric = prepare(item, fake)
+    fake.calls.clear()
+    result = grade(rubric, answer, fake)
+    assert result.verdict == "correct" and "exact_option" in result.flags, answer
+    assert grade(rubric, "streams", fake).verdict == "incorrect"
+    assert fake.calls == []  # exact matches never touch the encoder
+
+
+def test_only_a_short_name_with_its_short_form_has_other_names() -> None:
+    assert option_names("UCX (Unified Communication X)") == {"ucx unified communication x", "ucx",
+                                                             "unified communication x"}
+    # a claim with a bracket in it is no name: only its own text names it
+    assert option_names("InfiniBand verbs (libibverbs); NCCL uses its own built-in IB verbs transport") == {
+        "infiniband verbs libibverbs nccl uses its own built in ib verbs transport"}
+    assert option_names("barrier() is deprecated") == {"barrier is deprecated"}
+    assert option_names("Unified Virtual Addressing (UVA) with GPUDirect P2P") == {
+        "unified virtual addressing uva with gpudirect p2p"}
 
 
 def test_letter_without_options_is_not_graded_as_choice(fake: FakeEncoder, ckpt_item: GradingItem) -> None:

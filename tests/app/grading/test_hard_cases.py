@@ -117,9 +117,21 @@ HEDGED = [
     (F003, 6, "it depends on the cluster, sometimes one is better and sometimes it isn't", "incorrect"),
     (F003, 3, "it depends, sometimes NCCL is faster and sometimes it isn't", "incorrect"),
     (F003, 3, "I don't know, maybe something about GPUs talking to each other", "incorrect"),
+    # the writer says they do not know, and nothing goes beyond the question: once graded partial
+    (F003, 13, "one of them is more stable, I forget which one", "incorrect"),
+    (F003, 19, "it's a DDP flag, check the docs", "incorrect"),
+    (F002, 3, "it combines parallelism in some way, I always mix these up", "incorrect"),
 ]
 
-GRADED = REPORTED + NEW + PROBED + HEDGED  # graded for their verdicts
+# The right option's name or its short form alone: once graded partial, and told "Missing: Unified Communication X".
+NAMED = [
+    (F000, 3, "DDP", "correct"),
+    (F000, 3, "DistributedDataParallel", "correct"),
+    (F001, 5, "ucx", "correct"),
+    (F001, 5, "Unified Communication X", "correct"),
+]
+
+GRADED = REPORTED + NEW + PROBED + HEDGED + NAMED  # graded for their verdicts
 
 
 # Graded for what their feedback says: wrong, with every key idea's words present.
