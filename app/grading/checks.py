@@ -67,6 +67,19 @@ _POINTS_VAGUELY = re.compile(r"\b(?:something|stuff|things?|some\s+kind|sort\s+o
                              re.IGNORECASE)
 
 
+def _short_rest(text: str) -> str | None:
+    """What follows a hedge that opens the answer, when it is at most HEDGE_CONTENT content words."""
+    hedged = _HEDGE_OPENER.match(text)
+    if hedged is not None and len([t for t in raw_tokens(hedged["rest"]) if t not in STOPWORDS]) <= HEDGE_CONTENT:
+        return str(hedged["rest"])
+    return None
+
+
+def _says_beyond(rest: str, beyond: Callable[[str], bool]) -> bool:
+    """Whether a hedge's short rest says something: a word beyond the question, and more than a pointer."""
+    return _POINTS_VAGUELY.search(rest) is None and any(beyond(s) for s in content_stems(rest))
+
+
 def is_evasive(answer: str, beyond: Callable[[str], bool] | None = None) -> bool:
     """An answer that says nothing: 'idk', 'the right one', 'not sure', 'not sure, something about GPUs'.
     `beyond`, where given, tells whether a stem goes beyond the question's own words towards its accepted
@@ -77,13 +90,27 @@ def is_evasive(answer: str, beyond: Callable[[str], bool] | None = None) -> bool
         return False
     if _EVASIVE.match(text):
         return True
-    hedged = _HEDGE_OPENER.match(text)
-    if hedged is not None and len([t for t in raw_tokens(hedged["rest"]) if t not in STOPWORDS]) <= HEDGE_CONTENT:
-        rest = hedged["rest"]
-        return (beyond is None or _POINTS_VAGUELY.search(rest) is not None
-                or not any(beyond(s) for s in content_stems(rest)))
+    rest = _short_rest(text)
+    if rest is not None:
+        return beyond is None or not _says_beyond(rest, beyond)
     tokens = raw_tokens(text)
     return bool(tokens) and all(t in STOPWORDS for t in tokens) and len(tokens) <= 6
+
+
+# A guess word before a short claim ("maybe DDP", "probably the sharded one", "I think it's UCX").
+_GUESS = re.compile(r"^(?:(?:maybe|probably|perhaps|possibly|i\s+(?:think|guess|believe)|it'?s|it\s+is)\b[\s,]*)+",
+                    re.IGNORECASE)
+
+
+def hedged_claim(answer: str, beyond: Callable[[str], bool]) -> str | None:
+    """The claim of a hedge followed by a short answer that says something ("not sure, maybe DDP?": "DDP?";
+    "no idea, probably sharded across the GPUs"), without the hedge and the guess words before it, so that
+    it is graded as the claim alone; None for any other answer."""
+    rest = _short_rest(answer.strip())
+    if rest is None or not _says_beyond(rest, beyond):
+        return None
+    claim = _GUESS.sub("", rest.strip()).strip()
+    return claim or None
 
 
 # The writer says, anywhere in the answer, that they do not know or cannot tell the terms apart, or sends

@@ -10,6 +10,7 @@ import numpy as np
 
 from app.grading.checks import (
     admits_not_knowing,
+    hedged_claim,
     is_evasive,
     is_keyword_list,
     strip_empty_edges,
@@ -112,7 +113,13 @@ def _precheck(rubric: Rubric, answer: str, choice: str | None) -> _Pending:
         flags.append("evasive")
         return _Pending(text, flags, _reject(
             rubric, flags, "That doesn't answer the question; have a go in your own words."))
-    if admits_not_knowing(plain):
+    claim = hedged_claim(plain, rubric.goes_beyond)
+    if claim is not None:  # a hedge and a short claim ("not sure, maybe DDP?"): graded as the claim alone
+        flags.append("hedged")
+        text = claim
+        if (hit := _exact(rubric, text, flags)) is not None:
+            return _Pending(text, flags, hit)
+    elif admits_not_knowing(plain):
         flags.append("hedged")
     if is_keyword_list(text, rubric.item.reference_answers[0]):
         flags.append("keyword_list")
@@ -128,8 +135,8 @@ def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralMo
 # The grader's own part of the `grader_version` each decision's verdicts carry (the judges' versions follow
 # it): what the decision weighs and the rules after it. A change to either bumps it, and the decision is
 # refitted for it (`python -m grading_lab.decision_fit [--bank] --write` writes the version into its file).
-DECISION_GRADER = "grader-2.12"  # decision.json: the decision over the pair judge
-BANK_GRADER = "grader-2.12"  # bank_decision.json: the bank decision over both judges, and RULES
+DECISION_GRADER = "grader-2.13"  # decision.json: the decision over the pair judge
+BANK_GRADER = "grader-2.13"  # bank_decision.json: the bank decision over both judges, and RULES
 
 
 # A swap of two roles or a negation that the checks find is incorrect unless the pair judge reads the

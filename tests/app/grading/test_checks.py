@@ -11,6 +11,7 @@ from app.grading.checks import (
     denied_stems,
     denying_clause,
     has_injection,
+    hedged_claim,
     is_evasive,
     is_keyword_list,
     negation_mismatch,
@@ -188,6 +189,20 @@ def test_a_hedge_followed_by_a_word_of_the_accepted_answer_says_something() -> N
                    "not sure, some kind of split"):
         assert is_evasive(answer, beyond)
     assert is_evasive("not sure, maybe sharded across the GPUs")  # no question given: a hedge, little after it
+
+
+@pytest.mark.parametrize(("answer", "claim"), [
+    ("not sure, maybe DDP?", "DDP?"),
+    ("no idea, probably sharded across the GPUs", "sharded across the GPUs"),
+    ("idk, I think it's DDP", "DDP"),
+    ("not sure, something about GPUs", None),  # a pointer, not a claim
+    ("not sure, maybe on the CPU", None),  # no word beyond the question
+    ("DDP i think", None),  # no hedge opens it
+    ("not sure, but I think DDP copies the whole model to every GPU and all-reduces the gradients", None),  # long
+])
+def test_a_hedge_and_a_short_claim_is_graded_as_the_claim(answer: str, claim: str | None) -> None:
+    beyond = {"ddp", "split"}.__contains__  # "sharded": split
+    assert hedged_claim(answer, beyond) == claim
 
 
 def test_restating_the_question_is_evasive() -> None:

@@ -129,6 +129,10 @@ NAMED = [
     (F000, 3, "DistributedDataParallel", "correct"),
     (F001, 5, "ucx", "correct"),
     (F001, 5, "Unified Communication X", "correct"),
+    # a hedge and the name: graded as the name (once partial, and incorrect)
+    (F000, 3, "not sure, DistributedDataParallel?", "correct"),
+    (F000, 3, "no idea, maybe DistributedDataParallel", "correct"),
+    (F001, 5, "idk, probably UCX", "correct"),
 ]
 
 GRADED = REPORTED + NEW + PROBED + HEDGED + NAMED  # graded for their verdicts
