@@ -102,6 +102,17 @@ _GUESS = re.compile(r"^(?:(?:maybe|probably|perhaps|possibly|i\s+(?:think|guess|
                     re.IGNORECASE)
 
 
+_GUESS_AFTER = re.compile(r"(?:[\s,]+(?:maybe|probably|perhaps|possibly|i\s+(?:think|guess|believe)))+[\s?.!]*$",
+                          re.IGNORECASE)
+
+
+def without_guess(answer: str) -> str:
+    """The answer without guess words before or after it ("DDP i think", "probably UCX", "I think it's DDP"):
+    what the exact-option check reads, so that a guessed option is that option. An answer of guess words
+    alone is kept."""
+    return _GUESS_AFTER.sub("", _GUESS.sub("", answer.strip())).strip() or answer.strip()
+
+
 def hedged_claim(answer: str, beyond: Callable[[str], bool]) -> str | None:
     """The claim of a hedge followed by a short answer that says something ("not sure, maybe DDP?": "DDP?";
     "no idea, probably sharded across the GPUs"), without the hedge and the guess words before it, so that

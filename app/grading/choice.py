@@ -49,15 +49,24 @@ def option_names(option: str) -> set[str]:
     return names - {""}
 
 
+def _names(text: str, option: str) -> bool:
+    """Whether the text names the option: one of its names, or a name and a short form in brackets that
+    are both its names ("DDP (DistributedDataParallel)")."""
+    names = option_names(option)
+    if normalise_option(text) in names:
+        return True
+    named = _NAMED.match(text)
+    return named is not None and {normalise_option(named["name"]), normalise_option(named["alias"])} <= names
+
+
 def _lookup(text: str, item: GradingItem) -> ExactMatch | None:
-    norm = normalise_option(text)
-    if not norm:
+    if not normalise_option(text):
         return None
     for ref in item.reference_answers:
-        if norm in option_names(ref):
+        if _names(text, ref):
             return ExactMatch(ref, True)
     for wrong in item.wrong_answers:
-        if norm in option_names(wrong):
+        if _names(text, wrong):
             return ExactMatch(wrong, False)
     return None
 

@@ -16,6 +16,7 @@ from app.grading.checks import (
     strip_empty_edges,
     strip_injection,
     strip_lead_in,
+    without_guess,
 )
 from app.grading.choice import exact_match, is_bare_letter
 from app.grading.decision import (
@@ -100,7 +101,7 @@ def _precheck(rubric: Rubric, answer: str, choice: str | None) -> _Pending:
     if not text:
         flags.append("empty")
         return _Pending(text, flags, _reject(rubric, flags, "There is no answer to grade here."))
-    hit = _exact(rubric, text, flags)
+    hit = _exact(rubric, text, flags) or _exact(rubric, without_guess(text), flags)
     if hit is not None:
         return _Pending(text, flags, hit)
     evasive, plain = is_evasive(text, rubric.goes_beyond), text
@@ -135,8 +136,8 @@ def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralMo
 # The grader's own part of the `grader_version` each decision's verdicts carry (the judges' versions follow
 # it): what the decision weighs and the rules after it. A change to either bumps it, and the decision is
 # refitted for it (`python -m grading_lab.decision_fit [--bank] --write` writes the version into its file).
-DECISION_GRADER = "grader-2.13"  # decision.json: the decision over the pair judge
-BANK_GRADER = "grader-2.13"  # bank_decision.json: the bank decision over both judges, and RULES
+DECISION_GRADER = "grader-2.14"  # decision.json: the decision over the pair judge
+BANK_GRADER = "grader-2.14"  # bank_decision.json: the bank decision over both judges, and RULES
 
 
 # A swap of two roles or a negation that the checks find is incorrect unless the pair judge reads the

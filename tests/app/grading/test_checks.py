@@ -20,6 +20,7 @@ from app.grading.checks import (
     strip_empty_edges,
     strip_injection,
     strip_lead_in,
+    without_guess,
 )
 from app.grading.roles import clauses_swapped, markers_swapped, reference_clauses, subjects_missing
 from app.grading.text import StemSet, content_stems, has_match, stems_match, without_final_stops
@@ -203,6 +204,14 @@ def test_a_hedge_followed_by_a_word_of_the_accepted_answer_says_something() -> N
 def test_a_hedge_and_a_short_claim_is_graded_as_the_claim(answer: str, claim: str | None) -> None:
     beyond = {"ddp", "split"}.__contains__  # "sharded": split
     assert hedged_claim(answer, beyond) == claim
+
+
+@pytest.mark.parametrize(("answer", "plain"), [
+    ("DDP i think", "DDP"), ("probably UCX?", "UCX?"), ("I think it's DDP", "DDP"), ("DDP, I guess?", "DDP"),
+    ("the sharded one maybe", "the sharded one"), ("DDP", "DDP"), ("maybe", "maybe"),
+])
+def test_guess_words_around_an_answer_are_not_what_it_names(answer: str, plain: str) -> None:
+    assert without_guess(answer) == plain
 
 
 def test_restating_the_question_is_evasive() -> None:

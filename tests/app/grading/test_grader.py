@@ -91,7 +91,8 @@ def test_option_letter_and_text_are_exact(fake: FakeEncoder, dp_item: GradingIte
 
 
 @pytest.mark.parametrize("answer", ["DDP", "ddp.", "DistributedDataParallel",
-                                    "torch.nn.parallel.DistributedDataParallel"])
+                                    "torch.nn.parallel.DistributedDataParallel", "DDP (DistributedDataParallel)",
+                                    "DDP i think", "probably DDP?", "I think it's DistributedDataParallel"])
 def test_a_named_option_is_named_by_its_short_form_or_its_name_alone(fake: FakeEncoder, answer: str) -> None:
     """"torch.nn.parallel.DistributedDataParallel (DDP)": a learner who types "DDP" names it, and was once told
     "Partly right, but incomplete"."""
@@ -103,6 +104,8 @@ def test_a_named_option_is_named_by_its_short_form_or_its_name_alone(fake: FakeE
     assert result.verdict == "correct" and "exact_option" in result.flags, answer
     assert grade(rubric, "streams", fake).verdict == "incorrect"
     assert fake.calls == []  # exact matches never touch the encoder
+    # a name with another option's name beside it names neither
+    assert "exact_option" not in grade(rubric, "DDP (CUDA Streams)", fake).flags
 
 
 def test_only_a_short_name_with_its_short_form_has_other_names() -> None:

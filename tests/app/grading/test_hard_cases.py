@@ -133,6 +133,9 @@ NAMED = [
     (F000, 3, "not sure, DistributedDataParallel?", "correct"),
     (F000, 3, "no idea, maybe DistributedDataParallel", "correct"),
     (F001, 5, "idk, probably UCX", "correct"),
+    # the name with a guess after it, and both names together
+    (F000, 3, "DDP i think", "correct"),
+    (F001, 5, "Unified Communication X (UCX)", "correct"),
 ]
 
 GRADED = REPORTED + NEW + PROBED + HEDGED + NAMED  # graded for their verdicts
