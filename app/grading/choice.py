@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 from app.grading.rubric import GradingItem
-from app.grading.text import normalise_option
+from app.grading.text import NEGATIONS, content_stems, normalise_option, raw_tokens
 
 _LETTER = re.compile(
     r"^\s*(?:(?:my\s+)?(?:answer|option|choice)(?:\s+is)?\s*[:\-]?\s*)?[(\[]?\s*([a-z])\s*[)\].:]?\s*$",
@@ -59,6 +59,24 @@ def _names(text: str, option: str) -> bool:
     return named is not None and {normalise_option(named["name"]), normalise_option(named["alias"])} <= names
 
 
+SHORT_OPTION_WORDS = 8  # an option of at most this many words names things; a longer one makes a claim
+
+
+def _same_terms(text: str, option: str, question: str) -> bool:
+    """Whether the text names what a short option names, without what the question already says: every
+    content word of the option that the question does not hold, in the option's order, no content word
+    that neither holds, and no negation ("tensor parallelism" for "Tensor parallelism for inference", asked
+    of "a multi-GPU inference deployment"). The order keeps a swap of two terms ("DP splits the model, MP
+    the data") from naming the option it reverses; a longer option is a claim, and is not read this way."""
+    if len(option.split()) > SHORT_OPTION_WORDS or any(t in NEGATIONS for t in raw_tokens(text)):
+        return False
+    asked, own = set(content_stems(question)), content_stems(option)
+    needed = [s for s in dict.fromkeys(own) if s not in asked]
+    said = list(dict.fromkeys(content_stems(text)))
+    return (bool(needed) and [s for s in said if s in needed] == needed
+            and all(s in asked or s in own for s in said))
+
+
 def _lookup(text: str, item: GradingItem) -> ExactMatch | None:
     if not normalise_option(text):
         return None
@@ -67,6 +85,12 @@ def _lookup(text: str, item: GradingItem) -> ExactMatch | None:
             return ExactMatch(ref, True)
     for wrong in item.wrong_answers:
         if _names(text, wrong):
+            return ExactMatch(wrong, False)
+    for ref in item.reference_answers:
+        if _same_terms(text, ref, item.question):
+            return ExactMatch(ref, True)
+    for wrong in item.wrong_answers:
+        if _same_terms(text, wrong, item.question):
             return ExactMatch(wrong, False)
     return None
 

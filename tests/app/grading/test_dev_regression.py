@@ -97,10 +97,8 @@ def test_a_short_right_answer_near_a_wrong_option_gets_credit(real_encoder, redu
     pytest.param("every rank gets the full summed gradient", marks=pytest.mark.xfail(
         reason="known weak spot (docs/GRADING.md): the judges trained without final full stops read this "
                "restated wrong option as partial", strict=True)),
-    pytest.param("it broadcasts the whole gradient to every rank", marks=pytest.mark.xfail(
-        reason="known weak spot (docs/GRADING.md): both judges read this restated wrong option as partial, and "
-               "the bank decision, which weighs an answer that gives the authored roles their own words as "
-               "not wrong, follows them", strict=True)),
+    # the wrong option's own terms, in its order: that option (choice._same_terms), whatever the judges read
+    "it broadcasts the whole gradient to every rank",
 ])
 def test_wrong_options_restated_are_incorrect_and_named_only_as_that_option(real_encoder, reduce_scatter,  # type: ignore[no-untyped-def]
                                                                             wrong: str) -> None:

@@ -108,6 +108,25 @@ def test_a_named_option_is_named_by_its_short_form_or_its_name_alone(fake: FakeE
     assert "exact_option" not in grade(rubric, "DDP (CUDA Streams)", fake).flags
 
 
+def test_a_short_option_is_named_by_its_terms_without_what_the_question_says(fake: FakeEncoder) -> None:
+    """"Tensor parallelism for inference", asked of an inference deployment: "tensor parallelism" names it (once
+    graded partial); a word the option does not hold, a denial, or a term missing does not."""
+    item = GradingItem("In a multi-GPU inference deployment, which technique splits each layer across GPUs?",
+                       ["Tensor parallelism for inference"],
+                       wrong_answers=["Pipeline parallelism for inference", "Offloading layers to CPU memory in turn"])
+    rubric = prepare(item, fake)
+    for answer, correct in (("tensor parallelism", True), ("inference with tensor parallelism", True),
+                            ("pipeline parallelism", False)):
+        result = grade(rubric, answer, fake)
+        assert "exact_option" in result.flags and (result.verdict == "correct") == correct, answer
+    for answer in ("not tensor parallelism", "tensor parallelism with offloading", "parallelism"):
+        assert "exact_option" not in grade(rubric, answer, fake).flags, answer
+    # a short claim's terms in another order may reverse it: not that option
+    swapped = GradingItem("What is the difference between DP and MP?", ["DP splits data, MP splits model"])
+    assert "exact_option" not in grade(prepare(swapped, fake), "DP splits model, MP splits data", fake).flags
+    assert "exact_option" in grade(prepare(swapped, fake), "DP: splits data; MP: splits model", fake).flags
+
+
 def test_only_a_short_name_with_its_short_form_has_other_names() -> None:
     assert option_names("UCX (Unified Communication X)") == {"ucx unified communication x", "ucx",
                                                              "unified communication x"}

@@ -136,6 +136,8 @@ NAMED = [
     # the name with a guess after it, and both names together
     (F000, 3, "DDP i think", "correct"),
     (F001, 5, "Unified Communication X (UCX)", "correct"),
+    # a short accepted answer's terms, without what the question already says ("Tensor parallelism for inference")
+    (F001, 2, "tensor parallelism", "correct"),
 ]
 
 GRADED = REPORTED + NEW + PROBED + HEDGED + NAMED  # graded for their verdicts
