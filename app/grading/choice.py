@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from app.grading.rubric import GradingItem
 from app.grading.text import NEGATIONS, content_stems, normalise_option, raw_tokens
@@ -35,7 +36,8 @@ NAME_WORDS = 5  # at most this many words in the name, and in its short form: lo
 ALIAS_WORDS = 4
 
 
-def option_names(option: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def option_names(option: str) -> frozenset[str]:
     """The normalised texts that name an option exactly: its own, and for a short name with its short form
     in brackets after it, the name, the short form and a dotted name's last part."""
     names = {normalise_option(option)}
@@ -46,7 +48,7 @@ def option_names(option: str) -> set[str]:
             names |= {normalise_option(name), normalise_option(alias)}
             if "." in name and " " not in name.strip():
                 names.add(normalise_option(name.rsplit(".", 1)[-1]))
-    return names - {""}
+    return frozenset(names - {""})
 
 
 def _names(text: str, option: str) -> bool:

@@ -101,7 +101,8 @@ def _precheck(rubric: Rubric, answer: str, choice: str | None) -> _Pending:
     if not text:
         flags.append("empty")
         return _Pending(text, flags, _reject(rubric, flags, "There is no answer to grade here."))
-    hit = _exact(rubric, text, flags) or _exact(rubric, without_guess(text), flags)
+    guessless = without_guess(text)
+    hit = _exact(rubric, text, flags) or (_exact(rubric, guessless, flags) if guessless != text else None)
     if hit is not None:
         return _Pending(text, flags, hit)
     evasive, plain = is_evasive(text, rubric.goes_beyond), text
