@@ -437,3 +437,32 @@ def negation_mismatch(answer: str, references: list[str], key_stems: list[set[st
         if covered < 0.5 * len(kept):
             return True
     return False
+
+
+# Words that deny another in themselves: "disjoint" is "non-overlapping".
+_PRIVATIVE = {"disjoint": "overlap"}
+
+
+@text_cache()
+def _answer_denied(answer: str) -> frozenset[str]:
+    """Stems the answer denies by a hard cue ("no overlap"), by a "non-" prefix ("non-overlapping") or by a
+    word that denies one in itself (`_PRIVATIVE`)."""
+    denied, _ = negated_spans(answer, soft=False, affirming=_AFFIRMING)
+    toks = raw_tokens(answer)
+    denied.update(stem(nxt) for tok, nxt in pairwise(toks) if tok == "non" and nxt not in STOPWORDS)
+    denied.update(stem(_PRIVATIVE[tok]) for tok in toks if tok in _PRIVATIVE)
+    return frozenset(denied)
+
+
+def denies_disputed(answer: str, wrong: str, references: list[str]) -> bool:
+    """Whether the answer denies a word that the wrong option asserts and an accepted answer denies: it
+    sides with the accepted answers on the very point the option disputes, so it does not state that
+    option's claim, whatever other words they share ("each rank gets a disjoint subset of the indices"
+    against "randomly assigns overlapping subsets", where the accepted answer says "non-overlapping")."""
+    denied = _answer_denied(answer)
+    if not denied:
+        return False
+    accepted_deny: set[str] = set().union(*(reference_negated(r) for r in references))
+    wrong_deny = reference_negated(wrong)
+    disputed = {s for s in content_stems(wrong) if has_match(s, accepted_deny) and not has_match(s, wrong_deny)}
+    return any(has_match(s, disputed) for s in denied)

@@ -15,6 +15,7 @@ question with at least MIN_EXAMPLES labelled examples of which some are correct 
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,9 @@ FEATURES = (
     "prior",  # share of correct among all examples, as a log-odds
     "lift",  # how well the examples' own neighbours predict their labels (`example_lift`)
     "lift_vote",  # lift x vote: a vote counts for more where closeness has predicted the labels
+    "words_correct",  # the largest word overlap (Jaccard of content stems) with an example labelled correct
+    "words_other",  # and with an example labelled partial or incorrect
+    "words_margin",  # words_correct - words_other
 )
 
 INPUTS = (
@@ -81,9 +85,20 @@ def usable(rubric: Rubric) -> bool:
     return bool(len(good) >= MIN_EXAMPLES and 0 < good.sum() < len(good))
 
 
-def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray) -> np.ndarray:
+def _overlap(answer: AbstractSet[str], example: frozenset[str]) -> float:
+    """Jaccard of two sets of content stems (0 when both are empty)."""
+    union = len(answer | example)
+    return len(answer & example) / union if union else 0.0
+
+
+def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray,
+                     answer_stems: AbstractSet[str]) -> np.ndarray:
     """The head's input for an answer, from its cosines to the question's labelled examples
-    (`Signals.example_sims`; zeros for a question without examples)."""
+    (`Signals.example_sims`) and its content stems against theirs (zeros for a question without examples).
+
+    The word overlap adds what the cosines miss among the short answers of one question, where a key
+    word decides the label (grouped CV in grading_lab/examples_fit.py: docs/GRADING_LOG.md, "Word
+    overlap with the labelled examples")."""
     if not rubric.item.examples or len(example_sims) == 0:
         return np.zeros(len(FEATURES))
     sims = np.asarray(example_sims, dtype=np.float64)
@@ -92,7 +107,12 @@ def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray) -> 
     max_o = float(sims[~good].max()) if (~good).any() else 0.0
     vote = log_odds(_vote(sims, good))
     lift = rubric.example_lift
-    return np.array([max_c, max_o, max_c - max_o, vote, log_odds(float(good.mean())), lift, lift * vote])
+    stems = frozenset(answer_stems)
+    overlaps = np.array([_overlap(stems, ex) for ex in rubric.example_stems])
+    words_c = float(overlaps[good].max()) if good.any() else 0.0
+    words_o = float(overlaps[~good].max()) if (~good).any() else 0.0
+    return np.array([max_c, max_o, max_c - max_o, vote, log_odds(float(good.mean())), lift, lift * vote,
+                     words_c, words_o, words_c - words_o])
 
 
 def head_input(decision_probs: np.ndarray, feats: np.ndarray) -> np.ndarray:

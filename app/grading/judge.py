@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.grading.align import idea_covered
-from app.grading.checks import denied_stems, denying_clause, restates_question
+from app.grading.checks import denied_stems, denies_disputed, denying_clause, restates_question
 from app.grading.roles import RoleReading, RoleSwap, read_roles, roles_swapped, subjects_missing
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, Signals, signals
@@ -174,6 +174,8 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
         # not stating that option's claim, however near its words are ("DP copies the model and splits
         # data; MP splits the model" against "data parallelism splits the model; model parallelism
         # splits the data").
+        wrong = None
+    if wrong is not None and denies_disputed(text, wrong, rubric.item.reference_answers):
         wrong = None
     if wrong is not None:
         flags.append("misconception")

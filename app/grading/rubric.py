@@ -156,6 +156,11 @@ class Rubric:
         return frozenset(w for w in self.item.wrong_answers if cues_swapped(w, roles) is not None)
 
     @cached_property
+    def example_stems(self) -> list[frozenset[str]]:
+        """The content stems of each labelled example, in order (the example head's word overlap)."""
+        return [frozenset(content_stems(answer)) for answer, _ in self.item.examples]
+
+    @cached_property
     def example_lift(self) -> float:
         """How well the labelled examples' own neighbours predict their labels (app/grading/examples.py)."""
         from app.grading.examples import example_lift  # the example head's module imports this one

@@ -183,11 +183,26 @@ _SUFFIXES = (
 )
 
 
+# Kinds of parallelism named together before one "parallelism" ("data, tensor and pipeline parallelism"):
+# each is given its own, so that the phrase folding above takes every one of them.
+_KIND = r"(?:data|tensor|pipeline|model|experts?|sequence)"
+_JOIN = r"\s*(?:,|/|&|\band\b|\bor\b)\s*(?:and\s+|or\s+)?"  # ", ", " and ", ", and ", "/", " or "
+_COORDINATED = re.compile(rf"\b({_KIND}(?:{_JOIN}{_KIND})+)\s+(par+[ae]l+[ae]l+\w*)")
+_KIND_SEPARATOR = re.compile(f"({_JOIN})")
+
+
+def _distribute(match: re.Match[str]) -> str:
+    """"data, tensor and pipeline parallelism" -> "data parallelism, tensor parallelism and pipeline parallelism"."""
+    parts = _KIND_SEPARATOR.split(match.group(1))  # kind, separator, kind, ...
+    return "".join(p if i % 2 else f"{p} {match.group(2)}" for i, p in enumerate(parts))
+
+
 @text_cache()
 def fold(text: str) -> str:
     """Lowercase, strip accents and apply the domain phrase folding."""
     text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
     text = " " + text.lower().replace("’", "'") + " "
+    text = _COORDINATED.sub(_distribute, text)
     for pattern, repl in _PHRASES:
         text = pattern.sub(repl, text)
     return text

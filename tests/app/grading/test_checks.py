@@ -9,6 +9,7 @@ from app.grading.checks import (
     _INJECTION,
     admits_not_knowing,
     denied_stems,
+    denies_disputed,
     denying_clause,
     has_injection,
     hedged_claim,
@@ -23,7 +24,7 @@ from app.grading.checks import (
     without_guess,
 )
 from app.grading.roles import clauses_swapped, markers_swapped, reference_clauses, subjects_missing
-from app.grading.text import StemSet, content_stems, has_match, stems_match, without_final_stops
+from app.grading.text import StemSet, content_stems, fold, has_match, stems_match, without_final_stops
 from tests.fakes import FakeEncoder
 
 DP_Q = "What is the difference between data parallelism and model parallelism?"
@@ -531,3 +532,43 @@ def test_the_words_an_answer_denies_are_those_the_reference_asserts() -> None:
     assert denied_stems("each rank gets a stride; don't forget set_epoch every epoch", sampler) == set()
     assert denied_stems("the NIC reads GPU memory directly, no CPU involved",
                         "direct transfers between the GPU and the NIC without CPU involvement") == set()
+
+
+SAMPLER_WRONG = "DistributedSampler randomly assigns overlapping subsets to each rank"
+
+
+@pytest.mark.parametrize("answer", [
+    "it gives each rank a disjoint subset of the indices based on its rank and the world size",
+    "each rank gets its own subset of the indices, no overlap",
+    "non-overlapping subsets, one per rank",
+])
+def test_an_answer_that_denies_what_a_wrong_option_disputes_does_not_state_it(answer: str) -> None:
+    """The accepted answer says "non-overlapping" and the wrong option "overlapping": an answer that denies the
+    overlap sides with the accepted answer, whatever words ("subset") it shares with the wrong option."""
+    assert denies_disputed(answer, SAMPLER_WRONG, [SAMPLER_REF])
+
+
+@pytest.mark.parametrize("answer", [
+    "it randomly assigns overlapping subsets to the ranks",
+    "each rank gets a random subset, they don't have to be different",  # denies nothing the option disputes
+    "the subsets overlap, there are no strides",
+])
+def test_an_answer_that_does_not_deny_the_disputed_word_may_state_the_wrong_option(answer: str) -> None:
+    assert not denies_disputed(answer, SAMPLER_WRONG, [SAMPLER_REF])
+
+
+def test_a_word_no_accepted_answer_denies_is_not_disputed() -> None:
+    """Without a denial in the accepted answer there is no disputed word to side on."""
+    assert not denies_disputed("no random subsets", SAMPLER_WRONG, ["each rank takes its own stride of the indices"])
+
+
+@pytest.mark.parametrize(("text", "stems"), [
+    ("Data, tensor and pipeline parallelism combined.", ["dp", "tp", "pp", "combin"]),
+    ("tensor/pipeline parallel", ["tp", "pp"]),
+    ("tensor, pipeline, and sequence parallelism", ["tp", "pp", "sp"]),
+    ("data or expert parallelism", ["dp", "ep"]),
+    ("the data and the pipeline parallelism", ["data", "pp"]),  # "the" between: not one coordinated name
+])
+def test_kinds_of_parallelism_named_together_each_take_the_noun(text: str, stems: list[str]) -> None:
+    assert content_stems(text) == stems
+    assert "parallel" not in fold(text)

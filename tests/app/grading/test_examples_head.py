@@ -13,6 +13,7 @@ import pytest
 from app.grading import Graders, GradingItem, grade, prepare
 from app.grading.decision import load_decision
 from app.grading.examples import EXAMPLES_PATH, INPUTS, MIN_EXAMPLES, example_features, load_head, usable
+from app.grading.text import content_stems
 from grading_lab.asag import ASAG_DIR, CORPORA
 from grading_lab.examples_cv import DEV_PATH, Simulated, simulate, split_rows
 from grading_lab.examples_fit import HEAD_VERSION, decision_of, fit_head, grouped_cv
@@ -69,12 +70,26 @@ def test_the_head_needs_enough_examples_of_both_kinds(fake: FakeEncoder) -> None
 def test_example_features_read_the_nearest_examples_by_label(fake: FakeEncoder) -> None:
     rubric = prepare(_taught("correct"), fake)
     sims = [0.9, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1, 0.4, 0.3, 0.1, 0.1, 0.1, 0.1, 0.1]  # NEAR, then FAR
-    max_c, max_o, margin, vote, prior, lift, lift_vote = example_features(rubric, sims)
+    max_c, max_o, margin, vote, prior, lift, lift_vote, *_ = example_features(rubric, sims, set())
     assert (max_c, max_o) == (0.9, 0.4) and margin == pytest.approx(0.5)
     assert vote > 3.0  # the nearest is correct and far nearer than the rest
     assert prior == pytest.approx(0.0)  # as many correct examples as not
     assert lift == rubric.example_lift and lift_vote == pytest.approx(lift * vote)
-    assert not example_features(prepare(QUESTION, fake), []).any()
+    assert not example_features(prepare(QUESTION, fake), [], set()).any()
+
+
+def test_example_features_read_the_word_overlap_with_the_examples_by_label(fake: FakeEncoder) -> None:
+    """Jaccard of content stems with the nearest correct example in words, and with the nearest other one."""
+    rubric = prepare(_taught("correct"), fake)
+    sims = [0.1] * len(rubric.item.examples)
+    stems = set(content_stems("the battery is flat"))  # an incorrect example's very words
+    *_, words_c, words_o, words_margin = example_features(rubric, sims, stems)
+    assert words_o == pytest.approx(1.0)
+    assert 0.0 <= words_c < 0.5 and words_margin == pytest.approx(words_c - words_o)
+    *_, words_c, words_o, _ = example_features(rubric, sims, set(content_stems(NEAR[6])))
+    assert words_c == pytest.approx(1.0) and words_o < 0.5
+    *_, words_c, words_o, _ = example_features(rubric, sims, set())
+    assert words_c == words_o == 0.0
 
 
 def test_lift_says_whether_the_examples_labels_follow_closeness() -> None:

@@ -26,9 +26,9 @@ F000, F001, F002, F003 = ("000_78b4b506bc754b1f.txt", "001_d277a1055194c29d.txt"
 # Strict: the test fails as soon as one of them is graded right.
 JUDGE_MISSES = {
     "it gives each rank a disjoint subset of the indices based on its rank and the world size":
-        "'subset' nominates the wrong option 'randomly assigns overlapping subsets', which both judges read as "
-        "near as the accepted answer, and the bank decision weighs the nomination: incorrect; without it, "
-        "partial, as the training answers label the answer without set_epoch",
+        "partial: the training answers label the split by rank without set_epoch partial, as the seed's accepted "
+        "answer asks for both (its 'disjoint' denies the overlap the wrong option 'randomly assigns overlapping "
+        "subsets' asserts, so that option is no longer nominated; it once made the answer incorrect)",
     "every rank reads the whole dataset; don't forget set_epoch":
         "the judges read a wrong claim beside the accepted answer's set_epoch as right (correct, 0.75; the claim "
         "alone is graded partial); while the negation check read the reminder as a denial it was incorrect, "
@@ -180,6 +180,16 @@ def test_a_correct_answer_is_never_told_it_holds_a_misconception(
     result = graded[(file, number, answer)]
     assert result.matched_misconception is None
     assert "misconception" not in result.feedback
+
+
+def test_an_answer_that_denies_what_a_wrong_option_disputes_is_not_read_as_that_option(
+        graded: dict[tuple[str, int, str], GradeResult]) -> None:
+    """Its "disjoint" denies the overlap that "randomly assigns overlapping subsets" asserts against the accepted
+    answer's "non-overlapping": the option is not nominated for sharing its "subset", and the answer is not
+    incorrect (`checks.denies_disputed`; it was, the bank decision weighing the nomination)."""
+    result = graded[(F003, 5, REPORTED[6][2])]
+    assert "misconception" not in result.flags
+    assert result.verdict != "incorrect", (result.verdict, result.feedback)
 
 
 def test_nor_is_it_told_so_where_the_decision_alone_grades() -> None:
