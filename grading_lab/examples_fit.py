@@ -31,7 +31,7 @@ from grading_lab.logreg import fit_logistic, macro_f1, standardiser
 from ingest.embedder import Encoder
 from ingest.identity import file_sha256
 
-HEAD_VERSION = "examples-8"
+HEAD_VERSION = "examples-9"
 L2 = 1.0
 FOLDS = 5  # folds of questions for the head's own cross-validation
 

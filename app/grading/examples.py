@@ -39,6 +39,9 @@ FEATURES = (
     "words_correct",  # the largest word overlap (Jaccard of content stems) with an example labelled correct
     "words_other",  # and with an example labelled partial or incorrect
     "words_margin",  # words_correct - words_other
+    "covers_correct",  # the largest share of an example labelled correct's content stems that the answer holds
+    "covers_other",  # and of an example labelled partial or incorrect
+    "covers_margin",  # covers_correct - covers_other
 )
 
 INPUTS = (
@@ -85,10 +88,15 @@ def usable(rubric: Rubric) -> bool:
     return bool(len(good) >= MIN_EXAMPLES and 0 < good.sum() < len(good))
 
 
-def _overlap(answer: AbstractSet[str], example: frozenset[str]) -> float:
-    """Jaccard of two sets of content stems (0 when both are empty)."""
-    union = len(answer | example)
-    return len(answer & example) / union if union else 0.0
+def _overlap(answer: AbstractSet[str], example: frozenset[str]) -> tuple[float, float]:
+    """Jaccard of two sets of content stems, and the share of the example's that the answer holds (0 when
+    empty)."""
+    shared, union = len(answer & example), len(answer | example)
+    return (shared / union if union else 0.0), (shared / len(example) if example else 0.0)
+
+
+def _best(values: np.ndarray, among: np.ndarray) -> float:
+    return float(values[among].max()) if among.any() else 0.0
 
 
 def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray,
@@ -96,23 +104,22 @@ def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray,
     """The head's input for an answer, from its cosines to the question's labelled examples
     (`Signals.example_sims`) and its content stems against theirs (zeros for a question without examples).
 
-    The word overlap adds what the cosines miss among the short answers of one question, where a key
-    word decides the label (grouped CV in grading_lab/examples_fit.py: docs/GRADING_LOG.md, "Word
-    overlap with the labelled examples")."""
+    The word overlap (Jaccard, and how much of an example the answer holds) adds what the cosines miss
+    among the short answers of one question, where key words decide the label (grouped CV in
+    grading_lab/examples_fit.py: docs/GRADING_LOG.md, "Word overlap with the labelled examples")."""
     if not rubric.item.examples or len(example_sims) == 0:
         return np.zeros(len(FEATURES))
     sims = np.asarray(example_sims, dtype=np.float64)
     good = _labels(rubric)
-    max_c = float(sims[good].max()) if good.any() else 0.0
-    max_o = float(sims[~good].max()) if (~good).any() else 0.0
+    max_c, max_o = _best(sims, good), _best(sims, ~good)
     vote = log_odds(_vote(sims, good))
     lift = rubric.example_lift
     stems = frozenset(answer_stems)
-    overlaps = np.array([_overlap(stems, ex) for ex in rubric.example_stems])
-    words_c = float(overlaps[good].max()) if good.any() else 0.0
-    words_o = float(overlaps[~good].max()) if (~good).any() else 0.0
+    overlaps = np.array([_overlap(stems, ex) for ex in rubric.example_stems]).reshape(-1, 2)
+    words_c, words_o = _best(overlaps[:, 0], good), _best(overlaps[:, 0], ~good)
+    covers_c, covers_o = _best(overlaps[:, 1], good), _best(overlaps[:, 1], ~good)
     return np.array([max_c, max_o, max_c - max_o, vote, log_odds(float(good.mean())), lift, lift * vote,
-                     words_c, words_o, words_c - words_o])
+                     words_c, words_o, words_c - words_o, covers_c, covers_o, covers_c - covers_o])
 
 
 def head_input(decision_probs: np.ndarray, feats: np.ndarray) -> np.ndarray:

@@ -83,13 +83,17 @@ def test_example_features_read_the_word_overlap_with_the_examples_by_label(fake:
     rubric = prepare(_taught("correct"), fake)
     sims = [0.1] * len(rubric.item.examples)
     stems = set(content_stems("the battery is flat"))  # an incorrect example's very words
-    *_, words_c, words_o, words_margin = example_features(rubric, sims, stems)
-    assert words_o == pytest.approx(1.0)
+    *_, words_c, words_o, words_margin, covers_c, covers_o, covers_margin = example_features(rubric, sims, stems)
+    assert words_o == pytest.approx(1.0) and covers_o == pytest.approx(1.0)
     assert 0.0 <= words_c < 0.5 and words_margin == pytest.approx(words_c - words_o)
-    *_, words_c, words_o, _ = example_features(rubric, sims, set(content_stems(NEAR[6])))
-    assert words_c == pytest.approx(1.0) and words_o < 0.5
-    *_, words_c, words_o, _ = example_features(rubric, sims, set())
-    assert words_c == words_o == 0.0
+    assert 0.0 <= covers_c < 0.5 and covers_margin == pytest.approx(covers_c - covers_o)
+    *_, words_c, words_o, _, covers_c, covers_o, _ = example_features(rubric, sims, set(content_stems(NEAR[6])))
+    assert words_c == pytest.approx(1.0) and words_o < 0.5 and covers_c == pytest.approx(1.0)
+    # an answer that holds all of a correct example and says more: the whole example covered, not all its words
+    more = set(content_stems(f"{NEAR[6]} and the bulb goes dark"))
+    *_, words_c, _, _, covers_c, _, _ = example_features(rubric, sims, more)
+    assert covers_c == pytest.approx(1.0) and words_c < 1.0
+    assert not example_features(rubric, sims, set())[-6:].any()
 
 
 def test_lift_says_whether_the_examples_labels_follow_closeness() -> None:
