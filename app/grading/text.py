@@ -184,10 +184,13 @@ _SUFFIXES = (
 
 
 # Kinds of parallelism named together before one "parallelism" ("data, tensor and pipeline parallelism"):
-# each is given its own, so that the phrase folding above takes every one of them.
-_KIND = r"(?:data|tensor|pipeline|model|experts?|sequence)"
+# each is given its own, so that the phrase folding above takes every one of them. A kind after "the", "a"
+# or "of" is a noun, not a kind ("splits the data, model parallelism splits the model"), and so is a plural
+# ("a bunch of experts, and expert parallelism spreads them").
+_KIND = r"(?:data|tensor|pipeline|model|expert|sequence)"
 _JOIN = r"\s*(?:,|/|&|\band\b|\bor\b)\s*(?:and\s+|or\s+)?"  # ", ", " and ", ", and ", "/", " or "
-_COORDINATED = re.compile(rf"\b({_KIND}(?:{_JOIN}{_KIND})+)\s+(par+[ae]l+[ae]l+\w*)")
+_NOT_A_NOUN = r"(?<!\bthe )(?<!\ban )(?<!\ba )(?<!\bof )"
+_COORDINATED = re.compile(rf"{_NOT_A_NOUN}\b({_KIND}(?:{_JOIN}{_KIND})+)\s+(par+[ae]l+[ae]l+\w*)")
 _KIND_SEPARATOR = re.compile(f"({_JOIN})")
 
 

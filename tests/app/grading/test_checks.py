@@ -568,6 +568,9 @@ def test_a_word_no_accepted_answer_denies_is_not_disputed() -> None:
     ("tensor, pipeline, and sequence parallelism", ["tp", "pp", "sp"]),
     ("data or expert parallelism", ["dp", "ep"]),
     ("the data and the pipeline parallelism", ["data", "pp"]),  # "the" between: not one coordinated name
+    # a noun before the list, not a kind of parallelism
+    ("DP splits the data, model parallelism splits the model", ["dp", "split", "data", "mp", "split", "model"]),
+    ("a bunch of experts, and expert parallelism spreads them", ["bunch", "expert", "ep", "spread"]),
 ])
 def test_kinds_of_parallelism_named_together_each_take_the_noun(text: str, stems: list[str]) -> None:
     assert content_stems(text) == stems
