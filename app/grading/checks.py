@@ -370,6 +370,11 @@ def negated_stems(text: str) -> frozenset[str]:
     return frozenset(negated_spans(text)[0])
 
 
+def _prefix_denied(toks: list[str]) -> set[str]:
+    """Stems that a "non-" prefix denies among a text's tokens ("non-overlapping": `overlapp`)."""
+    return {stem(nxt) for tok, nxt in pairwise(toks) if tok == "non" and nxt not in STOPWORDS}
+
+
 @text_cache()
 def reference_negated(reference: str) -> frozenset[str]:
     """Stems a reference denies (to the clause end), denies by a prefix ('non-overlapping') or calls unwanted
@@ -377,7 +382,7 @@ def reference_negated(reference: str) -> frozenset[str]:
     out = negated_spans(reference, soft=True, width=99)[0]
     for clause in _SCOPE_SPLIT.split(reference):
         toks = raw_tokens(clause)
-        out.update(stem(nxt) for tok, nxt in pairwise(toks) if tok == "non" and nxt not in STOPWORDS)
+        out.update(_prefix_denied(toks))
         stems = [stem(t) for t in toks if t not in STOPWORDS]
         for i, s in enumerate(stems):
             if s in _REF_CUES:
@@ -449,7 +454,7 @@ def _answer_denied(answer: str) -> frozenset[str]:
     word that denies one in itself (`_PRIVATIVE`)."""
     denied, _ = negated_spans(answer, soft=False, affirming=_AFFIRMING)
     toks = raw_tokens(answer)
-    denied.update(stem(nxt) for tok, nxt in pairwise(toks) if tok == "non" and nxt not in STOPWORDS)
+    denied.update(_prefix_denied(toks))
     denied.update(stem(_PRIVATIVE[tok]) for tok in toks if tok in _PRIVATIVE)
     return frozenset(denied)
 

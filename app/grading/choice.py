@@ -80,20 +80,16 @@ def _same_terms(text: str, option: str, question: str) -> bool:
 
 
 def _lookup(text: str, item: GradingItem) -> ExactMatch | None:
+    """The option the text names: by a name first, among the accepted answers and then the wrong ones (an
+    exact name beats a term match on another option), then by a short option's terms the same way."""
     if not normalise_option(text):
         return None
-    for ref in item.reference_answers:
-        if _names(text, ref):
-            return ExactMatch(ref, True)
-    for wrong in item.wrong_answers:
-        if _names(text, wrong):
-            return ExactMatch(wrong, False)
-    for ref in item.reference_answers:
-        if _same_terms(text, ref, item.question):
-            return ExactMatch(ref, True)
-    for wrong in item.wrong_answers:
-        if _same_terms(text, wrong, item.question):
-            return ExactMatch(wrong, False)
+    matchers = (lambda option: _names(text, option), lambda option: _same_terms(text, option, item.question))
+    for matches in matchers:
+        for options, correct in ((item.reference_answers, True), (item.wrong_answers, False)):
+            for option in options:
+                if matches(option):
+                    return ExactMatch(option, correct)
     return None
 
 
