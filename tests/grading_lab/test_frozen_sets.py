@@ -12,7 +12,8 @@ from grading_lab.evaluation import bank_items
 from tests.conftest import ROOT
 
 EVAL_DIR = ROOT / "data" / "eval"
-FROZEN = ("blind.jsonl", "roles.jsonl", "evasive.jsonl", "swaps.jsonl", "swaps_more.jsonl", "near_copies.jsonl")
+FROZEN = ("blind.jsonl", "roles.jsonl", "evasive.jsonl", "swaps.jsonl", "swaps_more.jsonl", "near_copies.jsonl",
+          "weak_kinds.jsonl")
 LABELS = {"correct", "partial", "incorrect"}
 
 
