@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from itertools import pairwise
 
 from app.grading.text import (
@@ -286,6 +286,14 @@ def is_keyword_list(answer: str, reference: str) -> bool:
     # A noun phrase ("8-bit floating point format") is not a list; many named terms are.
     termlike = len(_TERM.findall(answer))
     return len(content) >= 6 or termlike >= 2
+
+
+def own_terms(answer: str, asked: Collection[str]) -> list[str]:
+    """The technical terms of the answer (an acronym, a CamelCase or dotted-case name, a word with a digit:
+    "TCP", "INT8", "GradScaler") that the question does not hold: what an answer names of its own, right
+    or wrong, however little of the accepted answer's wording it uses."""
+    return [term for term in _TERM.findall(answer)
+            if not all(has_match(s, asked) for s in content_stems(term))]
 
 
 def restates_question(answer: str, question: str, coverage: float) -> bool:

@@ -362,6 +362,15 @@ def _both_judges_wrong(r: _Reading) -> None:
         r.verdict, r.sure = "incorrect", True
 
 
+def _evasion(r: _Reading) -> None:
+    """An answer a rule below made incorrect for saying nothing beyond the question is flagged an evasion,
+    and told it does not answer the question, only when it names no technical term of its own: one that
+    does ("plain TCP sockets", "FP8 is just INT8 quantization") answers, wrongly, and is told what it
+    misses instead (docs/GRADING_LOG.md, "Evasions that name a term of their own")."""
+    if not r.ev.own_terms:
+        r.flags.append("evasive")
+
+
 def _nothing_beyond_the_question(r: _Reading) -> None:
     """Nor is an answer partly right when no word of it goes beyond the question's own towards the accepted
     answers or the explanation and the judges read it as wrong on the whole (their mean P(incorrect)):
@@ -371,7 +380,7 @@ def _nothing_beyond_the_question(r: _Reading) -> None:
     if (wrong is not None and r.verdict == "partial" and r.ev.beyond_question == 0
             and sum(wrong) / 2 >= EVASION_JUDGES_WRONG):
         r.verdict, r.sure = "incorrect", True
-        r.flags.append("evasive")
+        _evasion(r)
 
 
 def _admits_not_knowing(r: _Reading) -> None:
@@ -383,7 +392,7 @@ def _admits_not_knowing(r: _Reading) -> None:
     (docs/GRADING_LOG.md, "Answers that admit not knowing")."""
     if (r.verdict != "incorrect" and "hedged" in r.flags and r.ev.beyond_question == 0 and r.ev.adopted is None):
         r.verdict, r.sure = "incorrect", True
-        r.flags.append("evasive")
+        _evasion(r)
 
 
 def _roles_clear_clause_swap(r: _Reading) -> None:

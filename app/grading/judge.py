@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from app.grading.align import idea_covered
-from app.grading.checks import denied_stems, denies_disputed, denying_clause, restates_question
+from app.grading.checks import denied_stems, denies_disputed, denying_clause, own_terms, restates_question
 from app.grading.roles import RoleReading, RoleSwap, read_roles, roles_swapped, subjects_missing
 from app.grading.rubric import GRADER_VERSION, Rubric
 from app.grading.scoring import GeneralModel, Signals, signals
@@ -155,6 +155,9 @@ class Evidence:
     late: np.ndarray | None = None
     # The answer gives every authored side its own words and no side another's (roles.cues_stated).
     roles_stated: bool = False
+    # The technical terms it names that the question does not hold (checks.own_terms): an answer that names
+    # one says something, if not the accepted answer's words ("plain TCP sockets").
+    own_terms: tuple[str, ...] = ()
 
 
 def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model: GeneralModel) -> Evidence:
@@ -192,7 +195,8 @@ def evidence(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str], model
     return Evidence(sig, z_ref + rubric.offset_correct + ev_c, z_p_raw + rubric.offset_partial + ev_p, flags, wrong,
                     adopted, subjects_missing(text, rubric.clauses), _unsupported(sig), margin,
                     named_other, role_swap, confirmed,
-                    sum(1 for s in sig.stems if has_match(s, rubric.beyond_question)), roles_stated=reading.stated)
+                    sum(1 for s in sig.stems if has_match(s, rubric.beyond_question)), roles_stated=reading.stated,
+                    own_terms=tuple(own_terms(text, rubric.asked)))
 
 
 def judge(rubric: Rubric, text: str, vec: np.ndarray, flags: list[str],

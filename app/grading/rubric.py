@@ -116,11 +116,15 @@ class Rubric:
         return [[s for s in wrong.stems if not has_match(s, accepted)] for wrong in self.wrong_stems]
 
     @cached_property
+    def asked(self) -> StemSet:
+        """The question's own stems."""
+        return StemSet(content_stems(self.item.question), remember=False)
+
+    @cached_property
     def beyond_question(self) -> StemSet:
         """The stems of the accepted answers and the explanation that no stem of the question matches:
         the words an answer uses to say something the question does not already say."""
-        asked = StemSet(content_stems(self.item.question), remember=False)
-        return StemSet({s for s in self.vocabulary if not has_match(s, asked)}, remember=False)
+        return StemSet({s for s in self.vocabulary if not has_match(s, self.asked)}, remember=False)
 
     @cached_property
     def material(self) -> StemSet:

@@ -256,6 +256,8 @@ def _always(verdict: str) -> Decision:
     # one judge reads it as partial: the judges' mean P(incorrect) decides (0.68 and 0.38; 0.68 and 0.28)
     ("it depends on the setup, each way has its pros and cons", (0.02, 0.6, 0.38), "incorrect"),
     ("it depends on the setup, each way has its pros and cons", (0.02, 0.7, 0.28), "partial"),
+    # it names a term of its own: incorrect all the same, but it answers, so it is no evasion
+    ("all-gather is just a TCP broadcast", (0.02, 0.3, 0.68), "incorrect"),
 ])
 def test_an_answer_the_judges_read_as_wrong_that_says_nothing_beyond_the_question_is_not_partly_right(
         fake: FakeEncoder, answer: str, late: tuple[float, float, float], verdict: str) -> None:
@@ -264,8 +266,10 @@ def test_an_answer_the_judges_read_as_wrong_that_says_nothing_beyond_the_questio
     result = grade(_bank(fake), answer, fake, graders=graders)
     assert result.verdict == verdict
     if verdict == "incorrect":
-        assert "evasive" in result.flags and result.score == 0.0
-        assert result.feedback.startswith("That doesn't answer the question: nothing in it goes beyond")
+        assert result.score == 0.0
+        evasion = "TCP" not in answer
+        assert ("evasive" in result.flags) == evasion
+        assert result.feedback.startswith("That doesn't answer the question: nothing in it goes beyond") == evasion
 
 
 @pytest.mark.parametrize(("answer", "leaning", "verdict"), [
@@ -279,6 +283,9 @@ def test_an_answer_the_judges_read_as_wrong_that_says_nothing_beyond_the_questio
     ("every rank gets every chunk, I forget the rest", "partial", "partial"),
     # a mild hedge is how right answers are written: not one of these
     ("all-gather is one of those collectives, I think", "partial", "partial"),
+    # a guess that names a term of its own is graded incorrect too, but it is no evasion: it is told what
+    # it misses, not that it says nothing
+    ("all-gather uses NVSHMEM I think, can't remember the details", "partial", "incorrect"),
 ])
 def test_an_answer_that_admits_not_knowing_and_says_nothing_beyond_the_question_is_an_evasion(
         fake: FakeEncoder, answer: str, leaning: str, verdict: str) -> None:
@@ -286,10 +293,11 @@ def test_an_answer_that_admits_not_knowing_and_says_nothing_beyond_the_question_
                       bank_decision=_always(leaning))
     result = grade(_bank(fake), answer, fake, graders=graders)
     assert result.verdict == verdict
-    assert ("evasive" in result.flags) == (verdict == "incorrect")
+    evasion = verdict == "incorrect" and "NVSHMEM" not in answer
+    assert ("evasive" in result.flags) == evasion
     if verdict == "incorrect":
         assert result.score == 0.0
-        assert result.feedback.startswith("That doesn't answer the question: nothing in it goes beyond")
+        assert result.feedback.startswith("That doesn't answer the question: nothing in it goes beyond") == evasion
 
 
 def test_an_answer_that_states_every_side_in_its_own_words_is_correct_whatever_the_judges_read(

@@ -16,6 +16,7 @@ from app.grading.checks import (
     is_evasive,
     is_keyword_list,
     negation_mismatch,
+    own_terms,
     relates_terms,
     restates_question,
     strip_empty_edges,
@@ -575,3 +576,15 @@ def test_a_word_no_accepted_answer_denies_is_not_disputed() -> None:
 def test_kinds_of_parallelism_named_together_each_take_the_noun(text: str, stems: list[str]) -> None:
     assert content_stems(text) == stems
     assert "parallel" not in fold(text)
+
+
+@pytest.mark.parametrize(("answer", "terms"), [
+    ("plain TCP sockets", ["TCP"]),
+    ("FP8 is just INT8 quantization", ["INT8"]),  # FP8 is the question's own
+    ("with bf16 you can skip the GradScaler", ["bf16", "GradScaler"]),
+    ("it depends on the setup, each way has its pros and cons", []),
+    ("the fp8 one, on new gpus", []),
+])
+def test_own_terms_are_the_technical_terms_the_question_does_not_hold(answer: str, terms: list[str]) -> None:
+    asked = StemSet(content_stems("What is the FP8 training format and which hardware supports it?"))
+    assert own_terms(answer, asked) == terms

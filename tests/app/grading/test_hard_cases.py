@@ -140,7 +140,13 @@ NAMED = [
     (F001, 2, "tensor parallelism", "correct"),
 ]
 
-GRADED = REPORTED + NEW + PROBED + HEDGED + NAMED  # graded for their verdicts
+# Wrong answers that name a term of their own and nothing of the accepted answer: incorrect, but they answer
+# the question, so they are not told they say nothing beyond it (once flagged as evasions).
+TERMED = [
+    (F003, 1, "model parallelism is only for RNNs and LSTMs", "incorrect"),
+]
+
+GRADED = REPORTED + NEW + PROBED + HEDGED + NAMED + TERMED  # graded for their verdicts
 
 
 # Graded for what their feedback says: wrong, with every key idea's words present.
@@ -252,6 +258,15 @@ def test_a_hedge_or_an_evasion_is_not_told_it_says_the_opposite(
     result = graded[(file, number, answer)]
     assert result.verdict == "incorrect"
     assert SAYS_OPPOSITE not in result.feedback, result.feedback
+
+
+@pytest.mark.parametrize(("file", "number", "answer"), [(f, n, a) for f, n, a, _ in TERMED])
+def test_a_wrong_answer_that_names_a_term_of_its_own_is_no_evasion(
+        graded: dict[tuple[str, int, str], GradeResult], file: str, number: int, answer: str) -> None:
+    result = graded[(file, number, answer)]
+    assert result.verdict == "incorrect" and result.score == 0.0  # a rule after the decision settled it
+    assert "evasive" not in result.flags
+    assert "doesn't answer the question" not in result.feedback, result.feedback
 
 
 def test_a_swap_in_other_words_says_which_side_it_reversed(graded: dict[tuple[str, int, str], GradeResult]) -> None:
