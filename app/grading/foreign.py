@@ -7,8 +7,15 @@ that, and the decision draws the line between correct and the rest where this ba
 SciEntsBank's training answers it called most right answers partial. The foreign head reads the
 decision's probabilities again with the evidence a foreign question does have (the similarity
 model's logits, the pair judge's reading, cosine and word coverage of the accepted answer, length)
-and gives P(correct) and P(correct or partial), two logistic regressions (the example head gives
-P(correct) for a question with labelled examples).
+and gives P(correct) and P(correct or partial).
+
+Courses want different lines: one logistic regression fitted on SciEntsBank, Beetle and this bank's
+questions together drew one line for all three and fitted none of them well. So P(correct) comes from
+one head per style of question it was fitted on (`Style`: each training set's own logistic
+regression), weighed by how near the question's vector is to each style's questions (a softmax over
+the cosines with each style's mean question vector, `sharpness` times the cosine); a question unlike
+all of them takes the nearest style's line. P(correct or partial) is one regression over the sets whose
+labels tell partial from incorrect.
 
 Both are fitted by `python -m grading_lab.foreign_fit` on answers whose judge readings are honest
 (the judge never trained on them): SciEntsBank's training split, Beetle questions read by judges
@@ -72,33 +79,73 @@ class CreditHead(LogisticHead):
 
 
 @dataclass(frozen=True)
+class Style:
+    """One style of question the head was fitted on: its questions' mean vector and its line for P(correct)."""
+
+    name: str  # the training set ("scientsbank", "beetle_heldout", "dev_inline")
+    centroid: np.ndarray  # the unit mean of its questions' vectors
+    correct: CreditHead
+
+    def to_dict(self) -> dict[str, Any]:
+        """As foreign.json stores it."""
+        return {"name": self.name, "centroid": [round(float(v), 6) for v in self.centroid],
+                "correct": self.correct.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Style:
+        """Inverse of to_dict."""
+        return cls(str(d["name"]), np.asarray(d["centroid"], dtype=np.float64), CreditHead.from_dict(d["correct"]))
+
+
+@dataclass(frozen=True)
 class ForeignHead:
     """P(correct), P(partial), P(incorrect) of an answer to a foreign question, from the decision's
-    probabilities and inputs: one head for P(correct), fitted on every set's correct-vs-not labels, and
-    one for P(correct or partial), fitted on the sets whose labels tell partial from incorrect."""
+    probabilities and inputs: P(correct) from each style's head, weighed by the question's nearness to the
+    style (`weights`), and P(correct or partial) from one head fitted on the sets whose labels tell partial
+    from incorrect."""
 
-    correct: CreditHead
+    styles: tuple[Style, ...]
+    pooled: CreditHead  # P(correct) fitted on every style's answers together: the line of a question unlike them
     credit: CreditHead
     version: str
+    sharpness: float
+    floor: float  # the cosine with a style's questions below which the pooled line counts more than that style's
 
-    def probabilities(self, decision_probs: np.ndarray, decision_x: np.ndarray) -> np.ndarray:
-        """P(correct), P(partial), P(incorrect) of one answer."""
+    def weights(self, question_vec: np.ndarray) -> np.ndarray:
+        """How much each style's line counts for a question, then the pooled line's: a softmax over `sharpness`
+        times the cosine of the question's vector with each style's mean question vector, and times `floor` for
+        the pooled line. A vector from another encoder than the styles' (another width) takes the pooled line."""
+        centroids = np.stack([style.centroid for style in self.styles])
+        vec = np.asarray(question_vec, dtype=np.float64)
+        if vec.shape != centroids.shape[1:]:
+            return np.append(np.zeros(len(self.styles)), 1.0)
+        cosines = centroids @ vec
+        z = self.sharpness * np.append(cosines, self.floor)
+        w = np.exp(z - z.max())
+        return np.asarray(w / w.sum())
+
+    def probabilities(self, decision_probs: np.ndarray, decision_x: np.ndarray,
+                      question_vec: np.ndarray) -> np.ndarray:
+        """P(correct), P(partial), P(incorrect) of one answer to the question whose vector is given."""
         x = head_input(decision_probs, decision_x)
-        p_c = self.correct.p(x)
+        heads = [*(style.correct for style in self.styles), self.pooled]
+        p_c = float(sum(w * head.p(x) for w, head in zip(self.weights(question_vec), heads, strict=True)))
         p_credit = max(p_c, self.credit.p(x))
         return np.array([p_c, p_credit - p_c, 1.0 - p_credit])
 
     def to_dict(self) -> dict[str, Any]:
         """The weights as foreign.json stores them (the fit adds its recipe and figures)."""
-        return {"version": self.version, "features": list(INPUTS), "correct": self.correct.to_dict(),
+        return {"version": self.version, "features": list(INPUTS), "sharpness": self.sharpness, "floor": self.floor,
+                "styles": [style.to_dict() for style in self.styles], "pooled": self.pooled.to_dict(),
                 "credit": self.credit.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ForeignHead:
-        """Inverse of to_dict; refuses a file fitted on other inputs."""
-        if tuple(d["features"]) != INPUTS:
+        """Inverse of to_dict; refuses a file fitted on other inputs, or without styles."""
+        if tuple(d["features"]) != INPUTS or "styles" not in d:
             raise ValueError(f"foreign.json was fitted on other inputs; run `{CreditHead.FIT_COMMAND}`")
-        return cls(CreditHead.from_dict(d["correct"]), CreditHead.from_dict(d["credit"]), str(d["version"]))
+        return cls(tuple(Style.from_dict(style) for style in d["styles"]), CreditHead.from_dict(d["pooled"]),
+                   CreditHead.from_dict(d["credit"]), str(d["version"]), float(d["sharpness"]), float(d["floor"]))
 
 
 def load_foreign(path: Path = FOREIGN_PATH) -> ForeignHead:

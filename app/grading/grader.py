@@ -137,8 +137,8 @@ def _finish(rubric: Rubric, pending: _Pending, vec: np.ndarray, model: GeneralMo
 # The grader's own part of the `grader_version` each decision's verdicts carry (the judges' versions follow
 # it): what the decision weighs and the rules after it. A change to either bumps it, and the decision is
 # refitted for it (`python -m grading_lab.decision_fit [--bank] --write` writes the version into its file).
-DECISION_GRADER = "grader-2.16"  # decision.json: the decision over the pair judge
-BANK_GRADER = "grader-2.16"  # bank_decision.json: the bank decision over both judges, and RULES
+DECISION_GRADER = "grader-2.17"  # decision.json: the decision over the pair judge
+BANK_GRADER = "grader-2.17"  # bank_decision.json: the bank decision over both judges, and RULES
 
 
 # A swap of two roles or a negation that the checks find is incorrect unless the pair judge reads the
@@ -312,7 +312,7 @@ def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, ex
                                                                                     ev.sig.stems))), \
             examples.version
     if foreign is not None and applies(rubric):
-        return foreign.probabilities(probs, x), foreign.version
+        return foreign.probabilities(probs, x, rubric.question_vec), foreign.version
     return None
 
 
