@@ -32,7 +32,7 @@ import numpy as np
 from app.config import DATA_DIR, JUDGE_DIR, PROJECT_ROOT
 from app.grading import Graders
 from app.grading.decision import VERDICTS
-from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, ForeignHead, Style
+from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, ForeignHead
 from app.grading.judges import Judge, default_judge, load_judge
 from app.grading.latejudge import is_late
 from app.grading.pairjudge import MANIFEST
@@ -41,11 +41,14 @@ from grading_lab.asag import ASAG_DIR
 from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, concat, simulate, simulate_dev, split_rows
 from grading_lab.examples_fit import (
     L2,
+    STYLE_FLOOR,
+    STYLE_SHARPNESS,
     Grouping,
     by_question,
     decision_of,
     f1_2way,
     fit_logistic_head,
+    fit_styled,
     grouped_verdicts,
 )
 from grading_lab.judge_train import HOLDOUT_FOLDS, Recipe, asag_label, holdout_fold, recipe_of
@@ -54,16 +57,6 @@ from ingest.embedder import Encoder
 from ingest.identity import file_sha256
 
 HEAD_VERSION = "foreign-10"  # a refit gets a new version: results name the head that graded them
-# How sharply a question's nearness to each style's questions picks that style's line (the softmax of this times
-# the cosines), and the cosine with a style's questions below which the line fitted on every style together
-# counts more than that style's own (a question unlike all of them). Grouped CV over these sets (this module's
-# `figures`, seed 13; SciEntsBank / Beetle's held-out questions / the dev set inline, and each set by the head
-# fitted on the other two): sharpness 5 reads 0.630 / 0.738 / 0.956, 10 0.656 / 0.726 / 0.956, 20 0.667 / 0.720 /
-# 0.954, 50 0.664 / 0.717 / 0.954; the floor from 0.15 to 0.3 moves these by at most 0.01 and lifts the others'
-# fit of the dev set from 0.869 (no floor) to 0.895-0.913 (docs/GRADING_LOG.md, "One line per style of question
-# (foreign-10)").
-SHARPNESS = 20.0
-FLOOR = 0.2
 FOLDS = 5  # folds of questions for the head's cross-validation
 HOLDOUTS = (0, 1)  # the ASAG folds whose Beetle questions the fit reads, each with a judge that never saw it
 
@@ -121,41 +114,20 @@ def simulate_sets(encoder: Encoder, judges: dict[int, Judge] | None = None) -> l
             simulate_dev(encoder, inline=True)]
 
 
-def question_vectors(sim: Simulated, keep: set[str] | None = None) -> np.ndarray:
-    """The vectors of a set's questions (of those in `keep`, if given) whose answers reached the encoder, one
-    row per question (at least one)."""
-    vecs: dict[str, np.ndarray] = {}
-    for i, (rubric, _, _) in sorted(sim.cases.items()):
-        if keep is None or sim.groups[i] in keep:
-            vecs.setdefault(sim.groups[i], rubric.question_vec)
-    return np.stack(list(vecs.values()))
-
-
-def fit_style(sim: Simulated, weighed: tuple[np.ndarray, np.ndarray], keep: set[str] | None = None) -> Style:
-    """A set's style: the unit mean of its questions' vectors, and P(correct) fitted on its answers alone (of
-    the questions in `keep`; all if None)."""
-    mean = question_vectors(sim, keep).mean(axis=0)
-    correct = fit_logistic_head(CreditHead, HEAD_VERSION, [weighed], [sim], None if keep is None else [keep])
-    return Style(sim.corpus, mean / np.linalg.norm(mean), correct)
-
-
 def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> ForeignHead:
-    """The head fitted on the answers it weighs, of the questions in `keep` (per set; all if None): one style
-    per set, and P(correct or partial) on the sets whose labels have partial (where none have, on P(correct)
-    of every set pooled)."""
+    """The head fitted on the answers it weighs, of the questions in `keep` (per set; all if None): P(correct)
+    with one line per set and one over all of them (`fit_styled`), P(correct or partial) on the sets whose
+    labels have partial (where none have, the pooled P(correct))."""
     weighed = [s.foreign_rows() for s in sims]
-    # A set none of whose questions the fit keeps (a fold that holds out all of them) has no style in it.
-    styles = tuple(fit_style(s, weighed[n], None if keep is None else keep[n]) for n, s in enumerate(sims)
-                   if keep is None or any(s.groups[i] in keep[n] for i in s.cases))
-    pooled = fit_logistic_head(CreditHead, HEAD_VERSION, weighed, sims, keep)
+    correct = fit_styled(CreditHead, HEAD_VERSION, weighed, sims, keep)
     three = [n for n, s in enumerate(sims) if "partial" in s.labels]
-    if not three:  # no labels tell partial from incorrect: P(correct or partial) is the pooled P(correct)
-        return ForeignHead(styles, pooled, pooled, HEAD_VERSION, SHARPNESS, FLOOR)
+    if not three:
+        return ForeignHead(correct, correct.pooled, HEAD_VERSION)
     credit = fit_logistic_head(CreditHead, HEAD_VERSION, [weighed[n] for n in three], [sims[n] for n in three],
                                None if keep is None else [keep[n] for n in three],
                                targets=[np.array([label != "incorrect" for label in sims[n].labels], dtype=float)
                                         for n in three])
-    return ForeignHead(styles, pooled, credit, HEAD_VERSION, SHARPNESS, FLOOR)
+    return ForeignHead(correct, credit, HEAD_VERSION)
 
 
 def grouped(sims: list[Simulated], group: Grouping, folds: int = FOLDS, seed: int = SEED) -> list[list[str]]:
@@ -206,8 +178,8 @@ def manifest(head: ForeignHead, figs: dict[str, Any], judges: dict[int, Judge], 
             "l2": L2,
             "folds": FOLDS,
             "seed": SEED,
-            "sharpness": SHARPNESS,
-            "floor": FLOOR,
+            "sharpness": STYLE_SHARPNESS,
+            "floor": STYLE_FLOOR,
             "inputs": list(INPUTS),
             "features": list(FEATURES),
             "beetle_folds": [{"fold": fold, "of": HOLDOUT_FOLDS, "judge": train_holdout(fold),

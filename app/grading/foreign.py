@@ -11,11 +11,10 @@ and gives P(correct) and P(correct or partial).
 
 Courses want different lines: one logistic regression fitted on SciEntsBank, Beetle and this bank's
 questions together drew one line for all three and fitted none of them well. So P(correct) comes from
-one head per style of question it was fitted on (`Style`: each training set's own logistic
-regression), weighed by how near the question's vector is to each style's questions (a softmax over
-the cosines with each style's mean question vector, `sharpness` times the cosine); a question unlike
-all of them takes the nearest style's line. P(correct or partial) is one regression over the sets whose
-labels tell partial from incorrect.
+one line per style of question it was fitted on (each training set's own logistic regression), weighed
+by how near the question's vector is to each style's questions, beside the line fitted on all of them
+together for a question near none (`heads.StyledLines`). P(correct or partial) is one regression over
+the sets whose labels tell partial from incorrect.
 
 Both are fitted by `python -m grading_lab.foreign_fit` on answers whose judge readings are honest
 (the judge never trained on them): SciEntsBank's training split, Beetle questions read by judges
@@ -35,7 +34,7 @@ import numpy as np
 
 from app.grading.decision import FEATURES as DECISION_FEATURES
 from app.grading.examples import usable
-from app.grading.heads import LogisticHead, decision_log_odds, load
+from app.grading.heads import LogisticHead, StyledLines, decision_log_odds, load
 from app.grading.rubric import Rubric
 
 FOREIGN_PATH = Path(__file__).with_name("foreign.json")
@@ -79,73 +78,35 @@ class CreditHead(LogisticHead):
 
 
 @dataclass(frozen=True)
-class Style:
-    """One style of question the head was fitted on: its questions' mean vector and its line for P(correct)."""
-
-    name: str  # the training set ("scientsbank", "beetle_heldout", "dev_inline")
-    centroid: np.ndarray  # the unit mean of its questions' vectors
-    correct: CreditHead
-
-    def to_dict(self) -> dict[str, Any]:
-        """As foreign.json stores it."""
-        return {"name": self.name, "centroid": [round(float(v), 6) for v in self.centroid],
-                "correct": self.correct.to_dict()}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Style:
-        """Inverse of to_dict."""
-        return cls(str(d["name"]), np.asarray(d["centroid"], dtype=np.float64), CreditHead.from_dict(d["correct"]))
-
-
-@dataclass(frozen=True)
 class ForeignHead:
     """P(correct), P(partial), P(incorrect) of an answer to a foreign question, from the decision's
-    probabilities and inputs: P(correct) from each style's head, weighed by the question's nearness to the
-    style (`weights`), and P(correct or partial) from one head fitted on the sets whose labels tell partial
-    from incorrect."""
+    probabilities and inputs: P(correct) from one line per style of question (`StyledLines`), and P(correct
+    or partial) from one line fitted on the sets whose labels tell partial from incorrect."""
 
-    styles: tuple[Style, ...]
-    pooled: CreditHead  # P(correct) fitted on every style's answers together: the line of a question unlike them
+    correct: StyledLines[CreditHead]
     credit: CreditHead
     version: str
-    sharpness: float
-    floor: float  # the cosine with a style's questions below which the pooled line counts more than that style's
-
-    def weights(self, question_vec: np.ndarray) -> np.ndarray:
-        """How much each style's line counts for a question, then the pooled line's: a softmax over `sharpness`
-        times the cosine of the question's vector with each style's mean question vector, and times `floor` for
-        the pooled line. A vector from another encoder than the styles' (another width) takes the pooled line."""
-        centroids = np.stack([style.centroid for style in self.styles])
-        vec = np.asarray(question_vec, dtype=np.float64)
-        if vec.shape != centroids.shape[1:]:
-            return np.append(np.zeros(len(self.styles)), 1.0)
-        cosines = centroids @ vec
-        z = self.sharpness * np.append(cosines, self.floor)
-        w = np.exp(z - z.max())
-        return np.asarray(w / w.sum())
 
     def probabilities(self, decision_probs: np.ndarray, decision_x: np.ndarray,
                       question_vec: np.ndarray) -> np.ndarray:
         """P(correct), P(partial), P(incorrect) of one answer to the question whose vector is given."""
         x = head_input(decision_probs, decision_x)
-        heads = [*(style.correct for style in self.styles), self.pooled]
-        p_c = float(sum(w * head.p(x) for w, head in zip(self.weights(question_vec), heads, strict=True)))
+        p_c = self.correct.p(x, question_vec)
         p_credit = max(p_c, self.credit.p(x))
         return np.array([p_c, p_credit - p_c, 1.0 - p_credit])
 
     def to_dict(self) -> dict[str, Any]:
         """The weights as foreign.json stores them (the fit adds its recipe and figures)."""
-        return {"version": self.version, "features": list(INPUTS), "sharpness": self.sharpness, "floor": self.floor,
-                "styles": [style.to_dict() for style in self.styles], "pooled": self.pooled.to_dict(),
+        return {"version": self.version, "features": list(INPUTS), "correct": self.correct.to_dict(),
                 "credit": self.credit.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ForeignHead:
-        """Inverse of to_dict; refuses a file fitted on other inputs, or without styles."""
-        if tuple(d["features"]) != INPUTS or "styles" not in d:
+        """Inverse of to_dict; refuses a file fitted on other inputs, or with one line for every style."""
+        if tuple(d["features"]) != INPUTS or "styles" not in d["correct"]:
             raise ValueError(f"foreign.json was fitted on other inputs; run `{CreditHead.FIT_COMMAND}`")
-        return cls(tuple(Style.from_dict(style) for style in d["styles"]), CreditHead.from_dict(d["pooled"]),
-                   CreditHead.from_dict(d["credit"]), str(d["version"]), float(d["sharpness"]), float(d["floor"]))
+        return cls(StyledLines.from_dict(d["correct"], CreditHead.from_dict), CreditHead.from_dict(d["credit"]),
+                   str(d["version"]))
 
 
 def load_foreign(path: Path = FOREIGN_PATH) -> ForeignHead:

@@ -3,7 +3,8 @@
 The decision (decision.py) is fitted on this bank's answers. Where a question brings evidence it
 does not weigh (labelled examples: examples.py) or comes from outside the bank (foreign.py), a
 logistic regression reads the decision's probabilities with that evidence and gives P(correct).
-Both heads share the weights' format, the file check and the verdict rule here.
+Both heads share the weights' format, the file check and the verdict rule here, and the way P(correct)
+is drawn per style of question (`StyledLines`): courses want different lines between right and the rest.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -72,6 +73,60 @@ class LogisticHead:
             raise ValueError(f"{cls.__name__}'s weights were fitted on other inputs; run `{cls.FIT_COMMAND}`")
         arr = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
         return cls(arr(d["mean"]), arr(d["scale"]), arr(d["weights"]), float(d["bias"]), str(d["version"]))
+
+
+@dataclass(frozen=True)
+class Style(Generic[H]):
+    """One style of question a head was fitted on: its questions' mean vector and its own line."""
+
+    name: str  # the training set ("scientsbank", "beetle", "dev", ...)
+    centroid: np.ndarray  # the unit mean of its questions' vectors
+    line: H
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the head's file stores it."""
+        return {"name": self.name, "centroid": [round(float(v), 6) for v in self.centroid], "line": self.line.to_dict()}
+
+
+@dataclass(frozen=True)
+class StyledLines(Generic[H]):
+    """P(correct) from one logistic line per style of question, weighed by how near the question's vector is
+    to each style's questions (a softmax of `sharpness` times the cosines), beside the line fitted on every
+    style together (`pooled`), which counts as a style at cosine `floor`: a question near a style takes its
+    line, a question near none the pooled one, and a vector of another encoder (another width) the pooled one
+    alone (docs/GRADING_LOG.md, "One line per style of question (foreign-10)")."""
+
+    styles: tuple[Style[H], ...]
+    pooled: H
+    sharpness: float
+    floor: float
+
+    def weights(self, question_vec: np.ndarray) -> np.ndarray:
+        """How much each style's line counts for a question, then the pooled line's."""
+        centroids = np.stack([style.centroid for style in self.styles])
+        vec = np.asarray(question_vec, dtype=np.float64)
+        if vec.shape != centroids.shape[1:]:
+            return np.append(np.zeros(len(self.styles)), 1.0)
+        z = self.sharpness * np.append(centroids @ vec, self.floor)
+        w = np.exp(z - z.max())
+        return np.asarray(w / w.sum())
+
+    def p(self, x: np.ndarray, question_vec: np.ndarray) -> float:
+        """P(correct) of one input vector, for the question whose vector is given."""
+        lines = [*(style.line for style in self.styles), self.pooled]
+        return float(sum(w * line.p(x) for w, line in zip(self.weights(question_vec), lines, strict=True)))
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the head's file stores them."""
+        return {"sharpness": self.sharpness, "floor": self.floor, "styles": [s.to_dict() for s in self.styles],
+                "pooled": self.pooled.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], line: Callable[[dict[str, Any]], H]) -> StyledLines[H]:
+        """Inverse of to_dict, each line read by `line` (its class's from_dict)."""
+        styles = tuple(Style(str(s["name"]), np.asarray(s["centroid"], dtype=np.float64), line(s["line"]))
+                       for s in d["styles"])
+        return cls(styles, line(d["pooled"]), float(d["sharpness"]), float(d["floor"]))
 
 
 @lru_cache(maxsize=8)

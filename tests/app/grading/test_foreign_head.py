@@ -50,27 +50,27 @@ def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
         assert manifest["data"][name] == file_sha256(ASAG_DIR / name)
     assert manifest["data"]["dev.jsonl"] == file_sha256(DEV_PATH)
     head = load_foreign()
-    for line in (*(style.correct for style in head.styles), head.pooled, head.credit):
+    for line in (*(style.line for style in head.correct.styles), head.correct.pooled, head.credit):
         assert line.weights.shape == (len(INPUTS),)
-    assert [style.name for style in head.styles] == ["scientsbank", "beetle_heldout", "dev_inline"]
-    for style in head.styles:
+    assert [style.name for style in head.correct.styles] == ["scientsbank", "beetle_heldout", "dev_inline"]
+    for style in head.correct.styles:
         assert np.linalg.norm(style.centroid) == pytest.approx(1.0, abs=1e-4)
     assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "dev_inline"}
 
 
 def test_a_question_takes_the_line_of_the_style_it_is_near_and_the_pooled_line_when_near_none() -> None:
-    head = load_foreign()
-    for n, style in enumerate(head.styles):
-        weights = head.weights(style.centroid)
+    lines = load_foreign().correct
+    for n, style in enumerate(lines.styles):
+        weights = lines.weights(style.centroid)
         assert weights.sum() == pytest.approx(1.0) and int(np.argmax(weights)) == n and weights[n] > 0.9
     # a vector unlike every style's questions (orthogonal to all three centroids): the pooled line
-    centroids = np.stack([style.centroid for style in head.styles])
+    centroids = np.stack([style.centroid for style in lines.styles])
     far = np.random.default_rng(0).normal(size=centroids.shape[1])
     far -= centroids.T @ np.linalg.lstsq(centroids.T, far, rcond=None)[0]
     far /= np.linalg.norm(far)
-    assert int(np.argmax(head.weights(far))) == len(head.styles)
+    assert int(np.argmax(lines.weights(far))) == len(lines.styles)
     # a vector of another encoder: the pooled line alone
-    assert head.weights(np.ones(7)).tolist() == [0.0] * len(head.styles) + [1.0]
+    assert lines.weights(np.ones(7)).tolist() == [0.0] * len(lines.styles) + [1.0]
 
 
 @pytest.mark.slow
@@ -82,7 +82,7 @@ def test_the_styles_lines_differ_where_the_sets_want_different_lines(real_encode
     probs = np.array([0.3, 0.5, 0.2])
     science = real_encoder.encode(["How did you separate the salt from the water in the mock rocks?"])[0]
     bank = real_encoder.encode(["What does the term 'pipeline bubble' refer to in pipeline parallelism?"])[0]
-    assert int(np.argmax(head.weights(science))) == 0 and int(np.argmax(head.weights(bank))) == 2
+    assert int(np.argmax(head.correct.weights(science))) == 0 and int(np.argmax(head.correct.weights(bank))) == 2
     assert abs(head.probabilities(probs, x, science)[0] - head.probabilities(probs, x, bank)[0]) > 0.01
 
 
@@ -182,10 +182,11 @@ def test_the_fit_and_its_figures_run_end_to_end_on_a_slice(real_encoder) -> None
     assert beetle.groups == [g for p in parts for g in p.groups]
     assert beetle.verdicts(None) == [v for p in parts for v in p.verdicts(None)]
     head = fit_head([sci, beetle])
-    assert [style.name for style in head.styles] == ["scientsbank", "beetle"]
-    assert all(np.isfinite(style.correct.weights).all() for style in head.styles)
-    assert head.credit == head.pooled  # no partial labels
-    p = head.probabilities(np.array([0.2, 0.5, 0.3]), np.zeros(len(DECISION_FEATURES)), head.styles[0].centroid)
+    assert [style.name for style in head.correct.styles] == ["scientsbank", "beetle"]
+    assert all(np.isfinite(style.line.weights).all() for style in head.correct.styles)
+    assert head.credit == head.correct.pooled  # no partial labels
+    p = head.probabilities(np.array([0.2, 0.5, 0.3]), np.zeros(len(DECISION_FEATURES)),
+                           head.correct.styles[0].centroid)
     assert p.sum() == pytest.approx(1.0) and (p >= 0).all()
     figs = figures([sci, beetle])
     assert set(figs["grouped_cv"]) == {"scientsbank", "beetle"}
