@@ -102,7 +102,8 @@ class ForeignHead:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ForeignHead:
-        """Inverse of to_dict; refuses a file fitted on other inputs, or with one line for every style."""
+        """Inverse of to_dict; refuses a file fitted on other inputs, or one with a single P(correct) line (up to
+        foreign-9)."""
         if tuple(d["features"]) != INPUTS or "styles" not in d["correct"]:
             raise ValueError(f"foreign.json was fitted on other inputs; run `{CreditHead.FIT_COMMAND}`")
         return cls(StyledLines.from_dict(d["correct"], CreditHead.from_dict), CreditHead.from_dict(d["credit"]),
