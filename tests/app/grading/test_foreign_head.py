@@ -13,7 +13,7 @@ from app.grading import Graders, GradingItem, grade, prepare
 from app.grading.decision import FEATURES as DECISION_FEATURES
 from app.grading.decision import load_decision
 from app.grading.examples import MIN_EXAMPLES
-from app.grading.foreign import FOREIGN_PATH, INPUTS, applies, load_foreign
+from app.grading.foreign import FOREIGN_PATH, INPUTS, ForeignHead, applies, load_foreign
 from app.grading.rubric import attach_neighbours
 from grading_lab import readings
 from grading_lab.asag import ASAG_DIR
@@ -56,6 +56,18 @@ def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
     for style in head.correct.styles:
         assert np.linalg.norm(style.centroid) == pytest.approx(1.0, abs=1e-4)
     assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "dev_inline"}
+
+
+def test_a_head_file_of_another_layout_or_other_inputs_is_refused() -> None:
+    """A file with one P(correct) line for every style (foreign-9 and before), or fitted on other inputs, asks
+    for the fit again rather than grading with weights read the wrong way."""
+    manifest = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))
+    assert ForeignHead.from_dict(manifest).version == HEAD_VERSION
+    single_line = {**manifest, "correct": manifest["correct"]["pooled"]}
+    other_inputs = {**manifest, "features": manifest["features"][:-1]}
+    for damaged in (single_line, other_inputs):
+        with pytest.raises(ValueError, match="fitted on other inputs; run `python -m grading_lab.foreign_fit`"):
+            ForeignHead.from_dict(damaged)
 
 
 def test_a_question_takes_the_line_of_the_style_it_is_near_and_the_pooled_line_when_near_none() -> None:
