@@ -66,7 +66,7 @@ def test_a_head_file_of_another_layout_or_other_inputs_is_refused() -> None:
     single_line = {**manifest, "correct": manifest["correct"]["pooled"]}
     other_inputs = {**manifest, "features": manifest["features"][:-1]}
     for damaged in (single_line, other_inputs):
-        with pytest.raises(ValueError, match="fitted on other inputs; run `python -m grading_lab.foreign_fit`"):
+        with pytest.raises(ValueError, match="fitted on other inputs; run `python -m grading_lab"):
             ForeignHead.from_dict(damaged)
 
 
