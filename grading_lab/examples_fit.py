@@ -24,7 +24,7 @@ import numpy as np
 
 from app.grading.decision import VERDICTS
 from app.grading.examples import EXAMPLES_PATH, INPUTS, MIN_EXAMPLES, NEAREST, TEMPERATURE, ExampleHead
-from app.grading.heads import H, Style, StyledLines, T
+from app.grading.heads import H, T
 from grading_lab.asag import ASAG_DIR, CORPORA
 from grading_lab.examples_cv import DEV_PATH, EXAMPLE_FOLDS, SEED, Simulated, simulate, simulate_dev
 from grading_lab.logreg import fit_logistic, macro_f1, standardiser
@@ -38,8 +38,8 @@ FOLDS = 5  # folds of questions for the head's own cross-validation
 
 def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> ExampleHead:
     """The head fitted on the answers it weighs, of the questions in `keep` (per corpus; all if None). One line
-    for every set: one line per set (`fit_styled`) was measured and not kept (docs/GRADING_LOG.md, "One line
-    per style of question (foreign-10)")."""
+    for every set: one line per set (grading_lab/foreign_fit.py: `fit_styled`) was measured and not kept
+    (docs/GRADING_LOG.md, "One line per style of question (foreign-10)")."""
     return fit_logistic_head(ExampleHead, HEAD_VERSION, [s.head_rows() for s in sims], sims, keep)
 
 
@@ -71,45 +71,6 @@ def fit_logistic_head(cls: type[H], version: str, weighed: list[tuple[np.ndarray
     mean, scale = standardiser(x)
     w, b = fit_logistic((x - mean) / scale, y, l2=l2, sample_weight=weight * len(y) / len(sims))
     return cls(mean, scale, w, float(b), version)
-
-
-# How sharply a question's nearness to each style's questions picks that style's line (the softmax of this times
-# the cosines), and the cosine at which the line fitted on every style together counts as much as a style's own
-# (heads.StyledLines). The foreign head's grouped CV (`python -m grading_lab.foreign_fit`, seed 13; SciEntsBank /
-# Beetle's held-out questions / the dev set inline): sharpness 5 reads 0.630 / 0.738 / 0.956, 10 0.656 / 0.726 /
-# 0.956, 20 0.667 / 0.720 / 0.954, 50 0.664 / 0.717 / 0.954; the floor from 0.15 to 0.3 moves these by at most
-# 0.01 and lifts the dev set graded by the head fitted on the other two sets from 0.869 (no floor) to 0.895-0.913
-# (docs/GRADING_LOG.md, "One line per style of question (foreign-10)").
-STYLE_SHARPNESS = 20.0
-STYLE_FLOOR = 0.2
-
-
-def question_vectors(sim: Simulated, keep: set[str] | None = None) -> np.ndarray:
-    """The vectors of a set's questions (of those in `keep`, if given) whose answers reached the encoder, one
-    row per question (at least one)."""
-    vecs: dict[str, np.ndarray] = {}
-    for i, (rubric, _, _) in sorted(sim.cases.items()):
-        if keep is None or sim.groups[i] in keep:
-            vecs.setdefault(sim.groups[i], rubric.question_vec)
-    return np.stack(list(vecs.values()))
-
-
-def fit_styled(cls: type[H], version: str, weighed: list[tuple[np.ndarray, np.ndarray]], sims: list[Simulated],
-               keep: list[set[str]] | None = None) -> StyledLines[H]:
-    """P(correct) drawn per style (heads.StyledLines): each set's own line with the unit mean of its questions'
-    vectors, and the line of every set together, each fitted as `fit_logistic_head` fits (on the questions in
-    `keep`, per set; all if None). A set none of whose questions the fit keeps (a fold that holds out all of
-    them) has no style in it."""
-    styles = []
-    for n, sim in enumerate(sims):
-        kept = None if keep is None else keep[n]
-        if kept is not None and not any(sim.groups[i] in kept for i in sim.cases):
-            continue
-        mean = question_vectors(sim, kept).mean(axis=0)
-        line = fit_logistic_head(cls, version, [weighed[n]], [sim], None if kept is None else [kept])
-        styles.append(Style(sim.corpus, mean / np.linalg.norm(mean), line))
-    return StyledLines(tuple(styles), fit_logistic_head(cls, version, weighed, sims, keep), STYLE_SHARPNESS,
-                       STYLE_FLOOR)
 
 
 def _balanced(y: np.ndarray) -> np.ndarray:

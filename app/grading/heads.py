@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -101,9 +101,14 @@ class StyledLines(Generic[H]):
     sharpness: float
     floor: float
 
+    @cached_property
+    def centroids(self) -> np.ndarray:
+        """The styles' mean question vectors, one row per style (stacked once, not per answer)."""
+        return np.stack([style.centroid for style in self.styles])
+
     def weights(self, question_vec: np.ndarray) -> np.ndarray:
         """How much each style's line counts for a question, then the pooled line's."""
-        centroids = np.stack([style.centroid for style in self.styles])
+        centroids = self.centroids
         vec = np.asarray(question_vec, dtype=np.float64)
         if vec.shape != centroids.shape[1:]:
             return np.append(np.zeros(len(self.styles)), 1.0)
