@@ -36,6 +36,9 @@ from grading_lab.asag import ASAG_DIR, caching_encoder
 from ingest.embedder import Encoder
 
 EXAMPLE_FOLDS = 5
+# How many labelled examples a teacher passes for a question: the public splits pass a question's every training
+# answer (Beetle about 80, SciEntsBank about 30), a course that marked last year's answers a dozen or so.
+TEACHER = (8, 16)
 DEV_PATH = DATA_DIR / "eval" / "dev.jsonl"
 SEED = 13
 
@@ -133,10 +136,12 @@ class Labelled:
 
 
 def simulate(corpus: str, encoder: Encoder, graders: Graders | None = None, folds: int = EXAMPLE_FOLDS,
-             seed: int = SEED, with_examples: bool = True, rows: list[dict[str, Any]] | None = None) -> Simulated:
+             seed: int = SEED, with_examples: bool = True, rows: list[dict[str, Any]] | None = None,
+             teacher: tuple[int, int] | None = None) -> Simulated:
     """Grade every answer of a training split against its question, the other folds' answers (with their
     2-way labels) passed as labelled examples; `with_examples=False` passes none (the unseen-questions case).
-    `rows`: the split's answers, when not the whole file."""
+    `rows`: the split's answers, when not the whole file. `teacher`: the examples drawn at random down to a
+    count between these two (a teacher's dozen rather than every other answer)."""
     rows = split_rows(corpus) if rows is None else rows
     items: dict[str, GradingItem] = {}
     for r in rows:
@@ -145,19 +150,20 @@ def simulate(corpus: str, encoder: Encoder, graders: Graders | None = None, fold
             items[q] = GradingItem(str(r["question"]), [str(a) for a in r["reference_answers"]], key=q)
     answers = [Labelled(str(r["question_id"]), str(r["student_answer"]), str(r["label_2way"])) for r in rows]
     cached = caching_encoder(encoder, corpus)
-    sim = simulate_items(corpus, items, answers, cached, graders, folds, seed, with_examples)
+    sim = simulate_items(corpus, items, answers, cached, graders, folds, seed, with_examples, teacher=teacher)
     cached.save()
     return sim
 
 
 def simulate_dev(encoder: Encoder, graders: Graders | None = None, folds: int = EXAMPLE_FOLDS,
-                 seed: int = SEED, inline: bool = False) -> Simulated:
+                 seed: int = SEED, inline: bool = False, teacher: tuple[int, int] | None = None) -> Simulated:
     """The dev set graded the same way: each bank question (with its neighbours, as served) given the
     other folds' dev answers, with their 3-way labels, as examples. Its answers are contrasts written to
     the labelling rules (a negation beside the right answer it negates), so closeness says little there.
 
     `inline`: instead, each question as a caller from outside would pass it through the inline form,
-    its text and accepted answers only (no wrong options, explanation, neighbours or examples)."""
+    its text and accepted answers only (no wrong options, explanation, neighbours or examples).
+    `teacher`: as `simulate`'s."""
     from grading_lab.evaluation import MemoEncoder, bank_items
 
     bank = bank_items()
@@ -167,22 +173,27 @@ def simulate_dev(encoder: Encoder, graders: Graders | None = None, folds: int = 
         items = {f"{f}#{n}": GradingItem(item.question, list(item.reference_answers)) for (f, n), item in bank.items()}
         return simulate_items("dev_inline", items, answers, MemoEncoder(encoder), graders, folds, seed, False)
     items = {f"{f}#{n}": item for (f, n), item in bank.items()}
-    return simulate_items("dev", items, answers, MemoEncoder(encoder), graders, folds, seed, True, neighbours=True)
+    return simulate_items("dev", items, answers, MemoEncoder(encoder), graders, folds, seed, True, neighbours=True,
+                          teacher=teacher)
 
 
 def simulate_items(name: str, items: dict[str, GradingItem], answers: list[Labelled], encoder: Encoder,
                    graders: Graders | None, folds: int, seed: int, with_examples: bool,
-                   neighbours: bool = False) -> Simulated:
+                   neighbours: bool = False, teacher: tuple[int, int] | None = None) -> Simulated:
     """Grade each answer against its question's item, given the other folds' answers as labelled examples
-    (none if not `with_examples`); `neighbours`: the items are a bank, and each rubric gets the others'."""
+    (none if not `with_examples`); `neighbours`: the items are a bank, and each rubric gets the others'.
+    `teacher`: each question's examples drawn at random (seeded) down to a count between these two."""
     by_question: dict[str, list[int]] = {}
     for i, a in enumerate(answers):
         by_question.setdefault(a.question, []).append(i)
     fold = _folds(answers, folds, seed)
     variants: dict[tuple[str, int], GradingItem] = {}
-    for q, idx in by_question.items():
+    drawn = random.Random(f"{seed}:teacher")
+    for q, idx in sorted(by_question.items()):
         for k in range(folds if with_examples else 1):
             examples = [(answers[i].answer, answers[i].label) for i in idx if with_examples and fold[i] != k]
+            if teacher is not None and len(examples) > teacher[0]:
+                examples = drawn.sample(examples, min(len(examples), drawn.randint(*teacher)))
             variants[(q, k)] = replace(items[q], examples=examples, key=q)
     keys = sorted(variants)
     rubrics = dict(zip(keys, prepare_many([variants[k] for k in keys], encoder), strict=True))

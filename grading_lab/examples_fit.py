@@ -1,14 +1,20 @@
 """Fit the example head on the SemEval-2013 training splits: `python -m grading_lab.examples_fit`.
 
-Each training split, and the dev set, is graded as the public "unseen answers" splits are graded
-from outside (grading_lab/examples_cv.py: a question's other answers, with their labels, passed as
-labelled examples). The head (app/grading/examples.py) learns P(correct) from the decision's
-probabilities and the example features, the three sets weighing the same (the dev set's contrasts
-are where closeness misleads). Its figures come from cross-validation grouped by question over
-the sets pooled (no question's answers are in both the fit and the figure), and from the other
-sets' fit. The pair judge was trained on Beetle's training split, so Beetle's figures read answers
-the judge has seen; the decision was fitted on the dev set, so the dev set's figures read a
-decision that has seen its answers; SciEntsBank's read neither.
+Three sets are graded as the public "unseen answers" splits are graded from outside
+(grading_lab/examples_cv.py: a question's other answers, with their labels, passed as labelled
+examples): SciEntsBank's training split, Beetle's training answers to the questions of two ASAG folds,
+each fold read by a judge trained without it (grading_lab/heldout.py: the shipped judge trained on
+every Beetle answer, and a head fitted on its readings of them leans on the decision more than a new
+answer warrants), and the dev set. The head (app/grading/examples.py) learns P(correct) from the
+decision's probabilities and the example features: one line per set and one over the three, each set
+weighing the same there (the dev set's contrasts are where closeness misleads).
+
+Its figures come from cross-validation grouped by question over the sets pooled (no question's answers
+are in both the fit and the figure), from the other sets' fit, from Beetle's other questions (read by
+the shipped judge, graded by the head fitted on all three sets), and from the same folds' heads grading
+the answers again with a teacher's count of examples (8 to 16 drawn from the others: `TEACHER`). The
+decision was fitted on the dev set, so the dev set's figures read a decision that has seen its answers;
+SciEntsBank's and Beetle's held-out questions read neither.
 """
 
 from __future__ import annotations
@@ -17,30 +23,48 @@ import json
 import random
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from app.grading.decision import VERDICTS
-from app.grading.examples import EXAMPLES_PATH, INPUTS, MIN_EXAMPLES, NEAREST, TEMPERATURE, ExampleHead
-from app.grading.heads import H, T
+from app.grading.examples import (
+    EXAMPLES_PATH,
+    INPUTS,
+    MIN_EXAMPLES,
+    NEAREST,
+    TEMPERATURE,
+    ExampleHead,
+    ExampleLine,
+)
+from app.grading.heads import H, Style, StyledLines, T
 from grading_lab.asag import ASAG_DIR, CORPORA
-from grading_lab.examples_cv import DEV_PATH, EXAMPLE_FOLDS, SEED, Simulated, simulate, simulate_dev
+from grading_lab.examples_cv import (
+    DEV_PATH,
+    EXAMPLE_FOLDS,
+    SEED,
+    TEACHER,
+    Simulated,
+    simulate,
+    simulate_dev,
+    split_rows,
+)
+from grading_lab.heldout import HOLDOUTS, NAME, beetle_heldout, heldout_judges, heldout_questions, train_holdout
 from grading_lab.logreg import fit_logistic, macro_f1, standardiser
 from ingest.embedder import Encoder
 from ingest.identity import file_sha256
 
-HEAD_VERSION = "examples-9"
+HEAD_VERSION = "examples-10"
+SET_OF = {"scientsbank": "scientsbank", "beetle": NAME}  # the set of the fit that holds each ASAG split's answers
 L2 = 1.0
 FOLDS = 5  # folds of questions for the head's own cross-validation
 
 
 def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> ExampleHead:
-    """The head fitted on the answers it weighs, of the questions in `keep` (per corpus; all if None). One line
-    for every set: one line per set (grading_lab/foreign_fit.py: `fit_styled`) was measured and not kept
-    (docs/GRADING_LOG.md, "One line per style of question (foreign-10)")."""
-    return fit_logistic_head(ExampleHead, HEAD_VERSION, [s.head_rows() for s in sims], sims, keep)
+    """The head fitted on the answers it weighs, of the questions in `keep` (per set; all if None): one line per
+    set and one over all of them (`fit_styled`)."""
+    return ExampleHead(fit_styled(ExampleLine, HEAD_VERSION, [s.head_rows() for s in sims], sims, keep), HEAD_VERSION)
 
 
 def decision_of(sims: list[Simulated]) -> str:
@@ -79,6 +103,45 @@ def _balanced(y: np.ndarray) -> np.ndarray:
     return np.where(y > 0.5, 0.5 / pos, 0.5 / neg) * len(y)
 
 
+# How sharply a question's nearness to each style's questions picks that style's line (the softmax of this times
+# the cosines), and the cosine at which the line fitted on every style together counts as much as a style's own
+# (heads.StyledLines), for both heads. The foreign head's grouped CV (`python -m grading_lab.foreign_fit`,
+# seed 13; SciEntsBank / Beetle's held-out questions / the dev set inline): sharpness 5 reads 0.630 / 0.738 /
+# 0.956, 10 0.656 / 0.726 / 0.956, 20 0.667 / 0.720 / 0.954, 50 0.664 / 0.717 / 0.954; the floor from 0.15 to
+# 0.3 moves these by at most 0.01 and lifts the dev set graded by the head fitted on the other two sets from
+# 0.869 (no floor) to 0.895-0.913 (docs/GRADING_LOG.md, "One line per style of question (foreign-10)").
+STYLE_SHARPNESS = 20.0
+STYLE_FLOOR = 0.2
+
+
+def question_vectors(sim: Simulated, keep: set[str] | None = None) -> np.ndarray:
+    """The vectors of a set's questions (of those in `keep`, if given) whose answers reached the encoder, one
+    row per question (at least one)."""
+    vecs: dict[str, np.ndarray] = {}
+    for i, (rubric, _, _) in sorted(sim.cases.items()):
+        if keep is None or sim.groups[i] in keep:
+            vecs.setdefault(sim.groups[i], rubric.question_vec)
+    return np.stack(list(vecs.values()))
+
+
+def fit_styled(cls: type[H], version: str, weighed: list[tuple[np.ndarray, np.ndarray]], sims: list[Simulated],
+               keep: list[set[str]] | None = None) -> StyledLines[H]:
+    """P(correct) drawn per style (heads.StyledLines): each set's own line with the unit mean of its questions'
+    vectors, and the line of every set together, each fitted as `fit_logistic_head` fits (on the questions in
+    `keep`, per set; all if None). A set none of whose questions the fit keeps (a fold that holds out all of
+    them) has no style in it."""
+    styles = []
+    for n, sim in enumerate(sims):
+        kept = None if keep is None else keep[n]
+        if kept is not None and not any(sim.groups[i] in kept for i in sim.cases):
+            continue
+        mean = question_vectors(sim, kept).mean(axis=0)
+        line = fit_logistic_head(cls, version, [weighed[n]], [sim], None if kept is None else [kept])
+        styles.append(Style(sim.corpus, mean / np.linalg.norm(mean), line))
+    return StyledLines(tuple(styles), fit_logistic_head(cls, version, weighed, sims, keep), STYLE_SHARPNESS,
+                       STYLE_FLOOR)
+
+
 def f1_2way(sim: Simulated, verdicts: list[str], rows: list[int] | None = None) -> float:
     """Correct-vs-not macro-F1 of verdicts (of `rows`, or every answer)."""
     idx = range(len(sim.groups)) if rows is None else rows
@@ -88,21 +151,24 @@ def f1_2way(sim: Simulated, verdicts: list[str], rows: list[int] | None = None) 
 
 @dataclass
 class HeadFigures:
-    """Correct-vs-not macro-F1 per split: the served decision alone, and with the head in grouped CV."""
+    """Correct-vs-not macro-F1 per set: the served decision alone, and with the head in grouped CV."""
 
     without_head: dict[str, float]
     grouped_cv: dict[str, float]
-    grouped_cv_3way: dict[str, float]  # 3-way macro-F1, for a set with 3-way labels (dev)
-    cross_split: dict[str, float]  # each split graded by the head fitted on the other
-    rows: dict[str, int]  # answers the head weighs, per split
-    confusion: dict[str, dict[str, int]]  # per split, "label->verdict" counts of the grouped-CV verdicts
+    grouped_cv_3way: dict[str, float]  # 3-way macro-F1, for a set with 3-way labels
+    cross_split: dict[str, float]  # each set graded by the head fitted on the others
+    rows: dict[str, int]  # answers the head weighs, per set
+    confusion: dict[str, dict[str, int]]  # per set, "label->verdict" counts of the grouped-CV verdicts
+    teacher: dict[str, float] = field(default_factory=dict)  # grouped CV, a teacher's count of examples
+    outside: dict[str, float] = field(default_factory=dict)  # sets of questions no set of the fit holds
 
     def to_dict(self) -> dict[str, Any]:
         """The figures, rounded, as the manifest records them."""
         r = lambda d: {k: round(v, 4) for k, v in d.items()}  # noqa: E731
         return {"without_head": r(self.without_head), "grouped_cv": r(self.grouped_cv),
-                "grouped_cv_3way": r(self.grouped_cv_3way),
-                "cross_split": r(self.cross_split), "rows": self.rows, "confusion": self.confusion}
+                "grouped_cv_3way": r(self.grouped_cv_3way), "grouped_cv_teacher": r(self.teacher),
+                "cross_split": r(self.cross_split), "outside": r(self.outside), "rows": self.rows,
+                "confusion": self.confusion}
 
 
 def _confusion(sim: Simulated, verdicts: list[str]) -> dict[str, int]:
@@ -122,25 +188,31 @@ def by_question(corpus: str, question: str) -> str:
 
 def grouped_verdicts(sims: list[Simulated], fit: Callable[[list[Simulated], list[set[str]]], T],
                      verdicts: Callable[[Simulated, T, list[int]], list[str]], group: Grouping = by_question,
-                     folds: int = FOLDS, seed: int = SEED) -> list[list[str]]:
+                     folds: int = FOLDS, seed: int = SEED, graded: list[Simulated] | None = None) -> list[list[str]]:
     """Every answer's verdict (per set) from a head fitted without its group's answers: folds of groups,
-    all sets pooled. `fit` fits a head on the questions kept per set; `verdicts` grades a set's rows with it."""
+    all sets pooled. `fit` fits a head on the questions kept per set; `verdicts` grades a set's rows with it.
+    `graded`: sets of the same questions to grade instead (the same answers with other examples), set for set."""
     keys = sorted({(n, group(s.corpus, g)) for n, s in enumerate(sims) for g in s.groups})
     random.Random(seed).shuffle(keys)
     fold_of = {k: i % folds for i, k in enumerate(keys)}
-    predicted = [[""] * len(s.groups) for s in sims]
+    graded = sims if graded is None else graded
+    predicted = [[""] * len(s.groups) for s in graded]
     for k in range(folds):
         head = fit(sims, [{g for g in s.groups if fold_of[(n, group(s.corpus, g))] != k} for n, s in enumerate(sims)])
-        for n, s in enumerate(sims):
+        for n, s in enumerate(graded):
             rows = [i for i, g in enumerate(s.groups) if fold_of[(n, group(s.corpus, g))] == k]
             for i, v in zip(rows, verdicts(s, head, rows), strict=True):
                 predicted[n][i] = v
     return predicted
 
 
-def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED) -> HeadFigures:
-    """The head's figures: folds of questions over the splits pooled, and each split by the other's fit."""
-    predicted = grouped_verdicts(sims, fit_head, lambda s, head, rows: s.verdicts(head, rows), folds=folds, seed=seed)
+def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED, teacher: list[Simulated] | None = None,
+               outside: list[Simulated] | None = None) -> HeadFigures:
+    """The head's figures: folds of questions over the sets pooled, and each set by the others' fit; `teacher`:
+    the same sets' answers given a teacher's count of examples, graded by the same folds' heads; `outside`: sets
+    of other questions, graded by the head fitted on every set."""
+    grade = lambda s, head, rows: s.verdicts(head, rows)  # noqa: E731
+    predicted = grouped_verdicts(sims, fit_head, grade, folds=folds, seed=seed)
     cross = {}
     for n, sim in enumerate(sims):
         others = [s for m, s in enumerate(sims) if m != n]
@@ -151,10 +223,16 @@ def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED) -> H
         if "partial" in sim.labels:
             three[sim.corpus] = macro_f1(sim.labels, predicted[n], list(VERDICTS))
             three[f"{sim.corpus}_without_head"] = macro_f1(sim.labels, sim.verdicts(None), list(VERDICTS))
+    taught = {}
+    if teacher is not None:
+        fewer = grouped_verdicts(sims, fit_head, grade, folds=folds, seed=seed, graded=teacher)
+        taught = {s.corpus: f1_2way(s, fewer[n]) for n, s in enumerate(teacher)}
+    head = fit_head(sims) if outside else None
     return HeadFigures({s.corpus: f1_2way(s, s.verdicts(None)) for s in sims},
                        {s.corpus: f1_2way(s, predicted[n]) for n, s in enumerate(sims)}, three, cross,
                        {s.corpus: len(s.head_rows()[0]) for s in sims},
-                       {s.corpus: _confusion(s, predicted[n]) for n, s in enumerate(sims)})
+                       {s.corpus: _confusion(s, predicted[n]) for n, s in enumerate(sims)}, taught,
+                       {s.corpus: f1_2way(s, s.verdicts(head)) for s in outside or []})
 
 
 def manifest(head: ExampleHead, figures: HeadFigures, decision: str) -> dict[str, Any]:
@@ -164,18 +242,37 @@ def manifest(head: ExampleHead, figures: HeadFigures, decision: str) -> dict[str
             "decision": decision,
             "recipe": {"l2": L2, "folds": FOLDS, "example_folds": EXAMPLE_FOLDS, "seed": SEED,
                        "min_examples": MIN_EXAMPLES, "nearest": NEAREST, "temperature": TEMPERATURE,
+                       "sharpness": STYLE_SHARPNESS, "floor": STYLE_FLOOR, "teacher": list(TEACHER),
                        "inputs": list(INPUTS),
+                       "beetle_folds": [{"fold": fold, "judge": train_holdout(fold)} for fold in HOLDOUTS],
                        "labels": "the ASAG splits' 2-way labels (examples correct/incorrect); dev's 3-way labels"},
             "data": {**{f"{c}_train.jsonl": file_sha256(ASAG_DIR / f"{c}_train.jsonl") for c in CORPORA},
                      "dev.jsonl": file_sha256(DEV_PATH)},
             "figures": figures.to_dict()}
 
 
+def simulate_sets(encoder: Encoder, teacher: tuple[int, int] | None = None) -> list[Simulated]:
+    """SciEntsBank, Beetle's held-out questions (read by the held-out judges) and the dev set, each answer
+    graded with the other folds' answers to its question as examples (`teacher`: drawn down to that count)."""
+    return [simulate("scientsbank", encoder, teacher=teacher),
+            beetle_heldout(encoder, heldout_judges(), with_examples=True, teacher=teacher),
+            simulate_dev(encoder, teacher=teacher)]
+
+
+def beetle_others(encoder: Encoder) -> Simulated:
+    """Beetle's answers to the questions the fit does not read, read by the shipped judge (which trained on
+    them), graded as the unseen-answers splits are."""
+    held = heldout_questions()
+    rows = [r for r in split_rows("beetle") if str(r["question_id"]) not in held]
+    return replace(simulate("beetle", encoder, rows=rows), corpus="beetle_other_questions")
+
+
 def fit(encoder: Encoder) -> tuple[ExampleHead, HeadFigures, str]:
-    """Simulate both splits and the dev set, measure the head in grouped CV and fit it on everything; with the
-    version of the decision the simulations were graded with."""
-    sims = [*(simulate(c, encoder) for c in CORPORA), simulate_dev(encoder)]
-    return fit_head(sims), grouped_cv(sims), decision_of(sims)
+    """Simulate the three sets, measure the head in grouped CV and fit it on everything; with the version of the
+    decision the simulations were graded with."""
+    sims = simulate_sets(encoder)
+    figures = grouped_cv(sims, teacher=simulate_sets(encoder, TEACHER), outside=[beetle_others(encoder)])
+    return fit_head(sims), figures, decision_of(sims)
 
 
 def without_examples(encoder: Encoder) -> dict[str, dict[str, float]]:

@@ -7,10 +7,9 @@ since the decision leans on the judge and a judge reading its own training answe
 new ones:
 
 - SciEntsBank's training split: the judge never trained on it;
-- Beetle's training answers to the questions of ASAG folds 0 and 1 (HOLDOUTS), each fold read by a
-  judge trained like the shipped one without it (`tutor models train-judge --holdout K --no-measure
-  --out data/cache/judge-holdoutK`, about 20 minutes each on 2 cores); the shipped judge trained on
-  every Beetle training answer;
+- Beetle's training answers to the questions of ASAG folds 0 and 1, each fold read by a judge trained
+  like the shipped one without it (grading_lab/heldout.py); the shipped judge trained on every Beetle
+  training answer;
 - the dev set, each question passed as the inline form passes it (text and accepted answers only):
   the judge never trained on it (the decision did, so this part flatters the decision).
 
@@ -23,91 +22,37 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from app.config import DATA_DIR, JUDGE_DIR, PROJECT_ROOT
-from app.grading import Graders
 from app.grading.decision import VERDICTS
 from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, ForeignHead
-from app.grading.heads import H, Style, StyledLines
-from app.grading.judges import Judge, default_judge, load_judge
-from app.grading.latejudge import is_late
+from app.grading.judges import Judge
 from app.grading.pairjudge import MANIFEST
 from grading_lab import readings
 from grading_lab.asag import ASAG_DIR
-from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, concat, simulate, simulate_dev, split_rows
+from grading_lab.examples_cv import DEV_PATH, SEED, Simulated, simulate, simulate_dev
 from grading_lab.examples_fit import (
     L2,
+    STYLE_FLOOR,
+    STYLE_SHARPNESS,
     Grouping,
     by_question,
     decision_of,
     f1_2way,
     fit_logistic_head,
+    fit_styled,
     grouped_verdicts,
 )
-from grading_lab.judge_train import HOLDOUT_FOLDS, Recipe, asag_label, holdout_fold, recipe_of
+from grading_lab.heldout import HOLDOUTS, beetle_heldout, heldout_judge, heldout_judges, holdout_dir, train_holdout
+from grading_lab.judge_train import HOLDOUT_FOLDS
 from grading_lab.logreg import macro_f1
 from ingest.embedder import Encoder
 from ingest.identity import file_sha256
 
 HEAD_VERSION = "foreign-10"  # a refit gets a new version: results name the head that graded them
 FOLDS = 5  # folds of questions for the head's cross-validation
-HOLDOUTS = (0, 1)  # the ASAG folds whose Beetle questions the fit reads, each with a judge that never saw it
-
-
-# How sharply a question's nearness to each style's questions picks that style's line (the softmax of this times
-# the cosines), and the cosine at which the line fitted on every style together counts as much as a style's own
-# (heads.StyledLines). Grouped CV (`python -m grading_lab.foreign_fit`, seed 13; SciEntsBank /
-# Beetle's held-out questions / the dev set inline): sharpness 5 reads 0.630 / 0.738 / 0.956, 10 0.656 / 0.726 /
-# 0.956, 20 0.667 / 0.720 / 0.954, 50 0.664 / 0.717 / 0.954; the floor from 0.15 to 0.3 moves these by at most
-# 0.01 and lifts the dev set graded by the head fitted on the other two sets from 0.869 (no floor) to 0.895-0.913
-# (docs/GRADING_LOG.md, "One line per style of question (foreign-10)").
-STYLE_SHARPNESS = 20.0
-STYLE_FLOOR = 0.2
-
-
-def question_vectors(sim: Simulated, keep: set[str] | None = None) -> np.ndarray:
-    """The vectors of a set's questions (of those in `keep`, if given) whose answers reached the encoder, one
-    row per question (at least one)."""
-    vecs: dict[str, np.ndarray] = {}
-    for i, (rubric, _, _) in sorted(sim.cases.items()):
-        if keep is None or sim.groups[i] in keep:
-            vecs.setdefault(sim.groups[i], rubric.question_vec)
-    return np.stack(list(vecs.values()))
-
-
-def fit_styled(cls: type[H], version: str, weighed: list[tuple[np.ndarray, np.ndarray]], sims: list[Simulated],
-               keep: list[set[str]] | None = None) -> StyledLines[H]:
-    """P(correct) drawn per style (heads.StyledLines): each set's own line with the unit mean of its questions'
-    vectors, and the line of every set together, each fitted as `fit_logistic_head` fits (on the questions in
-    `keep`, per set; all if None). A set none of whose questions the fit keeps (a fold that holds out all of
-    them) has no style in it."""
-    styles = []
-    for n, sim in enumerate(sims):
-        kept = None if keep is None else keep[n]
-        if kept is not None and not any(sim.groups[i] in kept for i in sim.cases):
-            continue
-        mean = question_vectors(sim, kept).mean(axis=0)
-        line = fit_logistic_head(cls, version, [weighed[n]], [sim], None if kept is None else [kept])
-        styles.append(Style(sim.corpus, mean / np.linalg.norm(mean), line))
-    return StyledLines(tuple(styles), fit_logistic_head(cls, version, weighed, sims, keep), STYLE_SHARPNESS,
-                       STYLE_FLOOR)
-
-
-def holdout_dir(fold: int) -> Path:
-    """Where the judge trained without ASAG fold `fold` is kept (not shipped; rebuilt by `train_holdout`)."""
-    return DATA_DIR / "cache" / f"judge-holdout{fold}"
-
-
-def train_holdout(fold: int) -> str:
-    """The command that trains the judge without ASAG fold `fold`."""
-    out = holdout_dir(fold).relative_to(PROJECT_ROOT)
-    late = " --late" if is_late(JUDGE_DIR) else ""
-    return f"tutor models train-judge{late} --holdout {fold} --no-measure --out {out}"
 
 
 def by_module(corpus: str, question: str) -> str:
@@ -115,38 +60,10 @@ def by_module(corpus: str, question: str) -> str:
     return question.split("_")[0] if corpus == "scientsbank" else question
 
 
-def heldout_judge(fold: int, folder: Path | None = None, record: bool = False) -> Judge:
-    """The judge trained like the shipped one, less ASAG fold `fold`, or its recorded readings
-    (`readings.kept_judge`; `record` records them); refuses one made otherwise."""
-    folder = folder or holdout_dir(fold)
-    judge = readings.kept_judge(folder, f"holdout-pair-{fold}", load_judge, train_holdout(fold), record)
-    if judge is None:
-        raise SystemExit(f"no held-out judge in {folder} and no recording of its readings (run "
-                         f"`{train_holdout(fold)}`, about 20 minutes on 2 cores)")
-    shipped = default_judge()
-    made = lambda j: (j.manifest["data"], {**asdict(recipe_of(j.manifest)), "holdout": None})  # noqa: E731
-    if judge.manifest["recipe"].get("holdout") != fold or made(judge) != made(shipped):
-        raise SystemExit(f"the judge in {folder} was not made like the shipped one less fold {fold} "
-                         f"(run `{train_holdout(fold)}`)")
-    return judge
-
-
-def beetle_heldout(encoder: Encoder, judges: dict[int, Judge]) -> Simulated:
-    """Beetle's answers to the questions of the folds in `judges`, each fold read by its judge, with their
-    3-way labels (Beetle's 5-way labels tell partial from incorrect)."""
-    rows = split_rows("beetle")
-    parts = []
-    for fold, judge in sorted(judges.items()):
-        mine = [r for r in rows if holdout_fold(f"beetle:{r['question_id']}", Recipe.seed) == fold]
-        sim = simulate("beetle", encoder, Graders(judge=judge), with_examples=False, rows=mine)
-        parts.append(replace(sim, labels=[asag_label(r) for r in mine]))
-    return concat(parts, "beetle_heldout")
-
-
 def simulate_sets(encoder: Encoder, judges: dict[int, Judge] | None = None) -> list[Simulated]:
     """SciEntsBank, Beetle's held-out questions (read by the held-out judges) and the dev set inline, each
     graded with no labelled examples."""
-    judges = judges if judges is not None else {fold: heldout_judge(fold) for fold in HOLDOUTS}
+    judges = judges if judges is not None else heldout_judges()
     return [simulate("scientsbank", encoder, with_examples=False), beetle_heldout(encoder, judges),
             simulate_dev(encoder, inline=True)]
 
@@ -247,11 +164,13 @@ def main(argv: list[str] | None = None) -> None:
         if not present:
             print("no held-out judge here to record")
             return
-        beetle_heldout(SentenceTransformerEncoder(), present)
+        encoder = SentenceTransformerEncoder()
+        beetle_heldout(encoder, present)  # as this fit reads them, and as the example head's fit does:
+        beetle_heldout(encoder, present, with_examples=True)
         for path in readings.save_all({f"holdout-pair-{fold}": judge for fold, judge in present.items()}):
             print(f"recorded {path}")
         return
-    judges = {fold: heldout_judge(fold) for fold in HOLDOUTS}
+    judges = heldout_judges()
     sims = simulate_sets(SentenceTransformerEncoder(), judges)
     figs = figures(sims)
     print(json.dumps(figs, indent=1))

@@ -2,8 +2,9 @@
 minutes.
 
 The learned decisions are fitted over the cross-fitted judges' readings of the decision's written answers
-(`grading_lab/decision_fit.py`), and the foreign head over the held-out judges' readings of Beetle's answers
-(`grading_lab/foreign_fit.py`). Those judges are not shipped, and training them takes about an hour and three
+(`grading_lab/decision_fit.py`), and the foreign and example heads over the held-out judges' readings of
+Beetle's answers (`grading_lab/heldout.py`; `python -m grading_lab.foreign_fit --record` records both heads'
+readings). Those judges are not shipped, and training them takes about an hour and three
 quarters on 2 cores (six judges, one at a time). A change to what reads the readings (a check, a decision
 input, a rule) leaves the readings as they are, so `--record` (on either fit) writes every reading the fit
 asks of each such judge present into `data/train/readings/`, with the judge's manifest, and a later fit

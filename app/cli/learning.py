@@ -141,7 +141,7 @@ def _asag_report(as_json: bool) -> None:
     (recorded in their manifests: measuring them takes a judge trained without those questions)."""
     from app.grading.foreign import FOREIGN_PATH
     from grading_lab.asag import CORPORA, asag_crossval
-    from grading_lab.examples_fit import fit, without_examples
+    from grading_lab.examples_fit import SET_OF, fit, without_examples
     from ingest.embedder import SentenceTransformerEncoder
 
     encoder = SentenceTransformerEncoder(get_settings().model)
@@ -150,15 +150,19 @@ def _asag_report(as_json: bool) -> None:
     bare = without_examples(encoder)
     for name in CORPORA:
         r = asag_crossval(encoder, name)
+        part = SET_OF[name]  # the example head's set of this split's answers
         figures[name] = {"folds": r.folds, "previous_grader_macro_f1_2": round(r.grader_f1, 4),
                          "cosine_macro_f1_2": round(r.cosine_f1, 4),
                          "cosine_oracle_macro_f1_2": round(r.cosine_oracle_f1, 4),
                          "served_no_examples_macro_f1_2": round(bare[name]["served"], 4),
                          "served_no_examples_decision_alone_macro_f1_2": round(bare[name]["decision_alone"], 4),
-                         "served_examples_without_head_macro_f1_2": round(head.without_head[name], 4),
-                         "served_examples_grouped_cv_macro_f1_2": round(head.grouped_cv[name], 4),
-                         "served_examples_other_split_head_macro_f1_2": round(head.cross_split.get(name, 0.0), 4),
-                         "served_examples_confusion": head.confusion[name]}
+                         "served_examples_set": part,
+                         "served_examples_without_head_macro_f1_2": round(head.without_head[part], 4),
+                         "served_examples_grouped_cv_macro_f1_2": round(head.grouped_cv[part], 4),
+                         "served_examples_teacher_grouped_cv_macro_f1_2": round(head.teacher[part], 4),
+                         "served_examples_other_split_head_macro_f1_2": round(head.cross_split.get(part, 0.0), 4),
+                         "served_examples_confusion": head.confusion[part]}
+    figures["beetle_other_questions"] = {"served_examples_macro_f1_2": round(head.outside["beetle_other_questions"], 4)}
     figures["dev_with_examples"] = {"without_head_macro_f1_2": round(head.without_head["dev"], 4),
                                     "grouped_cv_macro_f1_2": round(head.grouped_cv["dev"], 4),
                                     "without_head_macro_f1_3": round(head.grouped_cv_3way["dev_without_head"], 4),
@@ -175,14 +179,18 @@ def _asag_report(as_json: bool) -> None:
         out.print(f"{name:12s} correct-vs-not macro-F1 of the served grader: no examples "
                   f"{f['served_no_examples_macro_f1_2']:.3f} (the foreign head was fitted on this split's answers: its "
                   f"grouped CV is below; decision alone {f['served_no_examples_decision_alone_macro_f1_2']:.3f}); "
-                  "the question's other answers as examples "
+                  f"the question's other answers as examples ({f['served_examples_set']}) "
                   f"{f['served_examples_grouped_cv_macro_f1_2']:.3f} (example head in grouped CV by question; "
                   f"without the head {f['served_examples_without_head_macro_f1_2']:.3f}, head fitted on the other two "
-                  f"sets {f['served_examples_other_split_head_macro_f1_2']:.3f})")
+                  f"sets {f['served_examples_other_split_head_macro_f1_2']:.3f}; 8 to 16 of them "
+                  f"{f['served_examples_teacher_grouped_cv_macro_f1_2']:.3f})")
         out.print(f"{'':12s} grouped-CV verdicts (label->verdict): {f['served_examples_confusion']}")
         out.print(f"{'':12s} {f['folds']}-fold CV by question: previous grader "
                   f"{f['previous_grader_macro_f1_2']:.3f}, cosine {f['cosine_macro_f1_2']:.3f} "
                   f"(oracle threshold {f['cosine_oracle_macro_f1_2']:.3f})")
+    out.print(f"{'beetle':12s} its other questions, with their other answers as examples, read by the shipped judge "
+              "(which trained on them), the example head fitted on the three sets: "
+              f"{figures['beetle_other_questions']['served_examples_macro_f1_2']:.3f}")
     dev = figures["dev_with_examples"]
     out.print(f"{'dev set':12s} with the question's other dev answers as examples: macro-F1 3-way / 2-way "
               f"{dev['grouped_cv_macro_f1_3']:.3f} / {dev['grouped_cv_macro_f1_2']:.3f} with the example head "

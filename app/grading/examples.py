@@ -6,21 +6,30 @@ decision reads only the nearest one (`sim_example`). The example head weighs the
 verdict with how near the answer is to the correct examples and to the others, how the nearest
 few were labelled, and how far closeness predicts the examples' own labels (`example_lift`: it
 does for a class's past answers, not for contrasts such as a negation beside the right answer it
-negates). It is a logistic regression over `head_input`, fitted by `python -m
-grading_lab.examples_fit` on the SemEval-2013 training splits and the dev set, each graded as
-the unseen-answers splits are (grading_lab/examples_cv.py), with figures from cross-validation
-grouped by question, and committed as examples.json beside this file. It applies only to a
-question with at least MIN_EXAMPLES labelled examples of which some are correct and some are not.
+negates).
+
+Courses weigh that evidence differently (SciEntsBank's labels follow the nearest examples more than
+the decision; the dev set's contrasts the other way round), so P(correct) comes from one logistic
+regression over `head_input` per set it was fitted on, weighed by how near the question is to each
+set's questions, beside one fitted on every set together (`heads.StyledLines`, as the foreign head
+draws it). The lines are fitted by `python -m grading_lab.examples_fit` on SciEntsBank's training
+split, Beetle's held-out questions (read by judges that never trained on them: grading_lab/heldout.py)
+and the dev set, each graded as the unseen-answers splits are (grading_lab/examples_cv.py), with
+figures from cross-validation grouped by question, and committed as examples.json beside this file.
+The head applies only to a question with at least MIN_EXAMPLES labelled examples of which some are
+correct and some are not.
 """
 
 from __future__ import annotations
 
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from app.grading.heads import LogisticHead, decision_log_odds, load, log_odds
+from app.grading.heads import LogisticHead, StyledLines, decision_log_odds, load, log_odds
 from app.grading.rubric import Rubric
 
 EXAMPLES_PATH = Path(__file__).with_name("examples.json")
@@ -129,16 +138,37 @@ def head_input(decision_probs: np.ndarray, feats: np.ndarray) -> np.ndarray:
     return np.concatenate([logs, feats, [lift * logs[0]]])
 
 
-class ExampleHead(LogisticHead):
-    """P(correct) from the decision's probabilities and the example features."""
+class ExampleLine(LogisticHead):
+    """One of the example head's logistic regressions over INPUTS."""
 
     INPUTS = INPUTS
     FIT_COMMAND = "python -m grading_lab.examples_fit"
 
-    def p_correct(self, decision_probs: np.ndarray, feats: np.ndarray) -> float:
-        """P(correct) of one answer, given the decision's P(correct, partial, incorrect) and its example
-        features."""
-        return self.p(head_input(decision_probs, feats))
+
+@dataclass(frozen=True)
+class ExampleHead:
+    """P(correct) from the decision's probabilities and the example features, by one line per style of question
+    (`StyledLines`)."""
+
+    correct: StyledLines[ExampleLine]
+    version: str
+
+    def p_correct(self, decision_probs: np.ndarray, feats: np.ndarray, question_vec: np.ndarray) -> float:
+        """P(correct) of one answer to the question whose vector is given, from the decision's P(correct,
+        partial, incorrect) and the answer's example features."""
+        return self.correct.p(head_input(decision_probs, feats), question_vec)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The weights as examples.json stores them (the fit adds its recipe and figures)."""
+        return {"version": self.version, "features": list(INPUTS), "correct": self.correct.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ExampleHead:
+        """Inverse of to_dict; refuses a file fitted on other inputs, or one with a single line (up to
+        examples-9)."""
+        if tuple(d["features"]) != INPUTS or "styles" not in d.get("correct", {}):
+            raise ValueError(f"examples.json was fitted on other inputs; run `{ExampleLine.FIT_COMMAND}`")
+        return cls(StyledLines.from_dict(d["correct"], ExampleLine.from_dict), str(d["version"]))
 
 
 def load_head(path: Path = EXAMPLES_PATH) -> ExampleHead:

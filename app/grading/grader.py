@@ -308,9 +308,8 @@ def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, ex
     if ev.adopted is not None:
         return None
     if examples is not None and usable(rubric):
-        return with_p_correct(probs, examples.p_correct(probs, example_features(rubric, ev.sig.example_sims,
-                                                                                    ev.sig.stems))), \
-            examples.version
+        feats = example_features(rubric, ev.sig.example_sims, ev.sig.stems)
+        return with_p_correct(probs, examples.p_correct(probs, feats, rubric.question_vec)), examples.version
     if foreign is not None and applies(rubric):
         return foreign.probabilities(probs, x, rubric.question_vec), foreign.version
     return None

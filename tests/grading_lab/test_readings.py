@@ -219,10 +219,10 @@ def test_the_foreign_head_refits_from_the_recorded_readings_alone(tmp_path: Path
     grouped CV is the one foreign.json records (fitted over the same recordings), within 0.005: the shipped
     judge's live readings of SciEntsBank and the dev set differ in their last digits from one CPU to another."""
     from app.grading.foreign import FOREIGN_PATH
-    from grading_lab import foreign_fit
+    from grading_lab import foreign_fit, heldout
     from ingest.embedder import SentenceTransformerEncoder
 
-    judges = {fold: foreign_fit.heldout_judge(fold, tmp_path / f"holdout{fold}") for fold in foreign_fit.HOLDOUTS}
+    judges = {fold: heldout.heldout_judge(fold, tmp_path / f"holdout{fold}") for fold in heldout.HOLDOUTS}
     assert all(isinstance(judge, readings.ReplayJudge) for judge in judges.values())
     figures = foreign_fit.figures(foreign_fit.simulate_sets(SentenceTransformerEncoder(), judges))
     recorded = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))["figures"]

@@ -12,10 +12,18 @@ import pytest
 
 from app.grading import Graders, GradingItem, grade, prepare
 from app.grading.decision import load_decision
-from app.grading.examples import EXAMPLES_PATH, INPUTS, MIN_EXAMPLES, example_features, load_head, usable
+from app.grading.examples import (
+    EXAMPLES_PATH,
+    INPUTS,
+    MIN_EXAMPLES,
+    ExampleHead,
+    example_features,
+    load_head,
+    usable,
+)
 from app.grading.text import content_stems
 from grading_lab.asag import ASAG_DIR, CORPORA
-from grading_lab.examples_cv import DEV_PATH, Simulated, simulate, split_rows
+from grading_lab.examples_cv import DEV_PATH, TEACHER, Simulated, simulate, split_rows
 from grading_lab.examples_fit import HEAD_VERSION, decision_of, fit_head, grouped_cv
 from ingest.identity import file_sha256
 from tests.fakes import FakeEncoder
@@ -143,7 +151,36 @@ def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
     for corpus in CORPORA:
         assert manifest["data"][f"{corpus}_train.jsonl"] == file_sha256(ASAG_DIR / f"{corpus}_train.jsonl")
     assert manifest["data"]["dev.jsonl"] == file_sha256(DEV_PATH)
-    assert load_head().weights.shape == (len(INPUTS),)
+    head = load_head()
+    for line in (*(style.line for style in head.correct.styles), head.correct.pooled):
+        assert line.weights.shape == (len(INPUTS),)
+    assert [style.name for style in head.correct.styles] == ["scientsbank", "beetle_heldout", "dev"]
+    assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "dev"}
+    assert set(manifest["figures"]["outside"]) == {"beetle_other_questions"}
+
+
+def test_a_head_file_of_another_layout_or_other_inputs_is_refused() -> None:
+    """A file with one line for every style (examples-9 and before), or fitted on other inputs, asks for the fit
+    again rather than grading with weights read the wrong way."""
+    manifest = json.loads(EXAMPLES_PATH.read_text(encoding="utf-8"))
+    assert ExampleHead.from_dict(manifest).version == HEAD_VERSION
+    single_line = {**manifest["correct"]["pooled"], "decision": manifest["decision"]}
+    other_inputs = {**manifest, "features": manifest["features"][:-1]}
+    for damaged in (single_line, other_inputs):
+        with pytest.raises(ValueError, match=r"fitted on other inputs; run `python -m grading_lab\.examples_fit`"):
+            ExampleHead.from_dict(damaged)
+
+
+@pytest.mark.slow
+def test_a_question_takes_the_line_of_the_course_it_is_near(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    """A science question weighs its examples by SciEntsBank's line, a question on parallelism by the dev set's,
+    and the same evidence reads differently by the two."""
+    lines = load_head().correct
+    science = real_encoder.encode(["How did you separate the salt from the water in the mock rocks?"])[0]
+    bank = real_encoder.encode(["What does the term 'pipeline bubble' refer to in pipeline parallelism?"])[0]
+    assert int(np.argmax(lines.weights(science))) == 0 and int(np.argmax(lines.weights(bank))) == 2
+    typical = lines.pooled.mean  # the mean input the lines were fitted on
+    assert abs(lines.p(typical, science) - lines.p(typical, bank)) > 0.05
 
 
 @pytest.mark.slow
@@ -157,11 +194,20 @@ def test_the_simulation_never_shows_an_answer_to_its_own_rubric(real_encoder) ->
         assert rows[i]["student_answer"] not in [a for a, _ in rubric.item.examples] or \
             sum(r["student_answer"] == rows[i]["student_answer"] for r in rows) > 1  # only a duplicate answer
     assert len(sim.verdicts(None)) == len(rows) and all(sim.verdicts(None))
-    # The fit and its grouped CV run end to end on the slice (two questions: one per fold at most).
+    # The fit and its grouped CV run end to end on the slice (two questions: one per fold at most), and grade
+    # the same answers again with a teacher's count of examples, drawn from the same others.
     head = fit_head([sim])
-    assert np.isfinite(head.weights).all()
-    figures = grouped_cv([sim], folds=2)
+    assert np.isfinite(head.correct.pooled.weights).all()
+    assert [style.name for style in head.correct.styles] == ["scientsbank"]
+    few = simulate("scientsbank", real_encoder, rows=rows, teacher=TEACHER)
+    for i, (rubric, _text, _) in few.cases.items():
+        full = [a for a, _ in sim.cases[i][0].item.examples]
+        drawn = [a for a, _ in rubric.item.examples]
+        assert min(TEACHER[0], len(full)) <= len(drawn) <= TEACHER[1] and set(drawn) <= set(full)
+    assert any(len(r.item.examples) < len(sim.cases[i][0].item.examples) for i, (r, _, _) in few.cases.items())
+    figures = grouped_cv([sim], folds=2, teacher=[few])
     assert set(figures.grouped_cv) == {"scientsbank"} and sum(figures.confusion["scientsbank"].values()) == len(rows)
+    assert set(figures.teacher) == {"scientsbank"}
 
 
 def test_a_head_is_fitted_over_one_decision() -> None:

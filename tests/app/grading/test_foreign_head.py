@@ -18,7 +18,8 @@ from app.grading.rubric import attach_neighbours
 from grading_lab import readings
 from grading_lab.asag import ASAG_DIR
 from grading_lab.examples_cv import DEV_PATH, concat, simulate, split_rows
-from grading_lab.foreign_fit import HEAD_VERSION, by_module, figures, fit_head, heldout_judge
+from grading_lab.foreign_fit import HEAD_VERSION, by_module, figures, fit_head
+from grading_lab.heldout import heldout_judge
 from grading_lab.judge_train import JUDGE_DIR
 from ingest.identity import file_sha256
 from tests.fakes import FakeEncoder
