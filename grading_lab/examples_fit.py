@@ -23,6 +23,7 @@ import json
 import random
 import sys
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -61,10 +62,21 @@ L2 = 1.0
 FOLDS = 5  # folds of questions for the head's own cross-validation
 
 
+# The sets that keep a line of their own; the others weigh in the pooled line only. Beetle's own line, fitted
+# where each question brings about 80 noisy labelled answers, weighs the decision over a teacher's clean dozen
+# (tests/app/grading/test_examples_head.py's circuit question: `partial`, 0.60), and Beetle's questions then take
+# SciEntsBank's line. Grouped CV over fold seeds 13, 1, 2 and 3 (`python -m grading_lab.examples_fit`; SciEntsBank
+# / Beetle's held-out questions / dev): a line for every set 0.788 / 0.816 / 0.968, these two 0.789 / 0.800 /
+# 0.968, one line for all 0.767 / 0.813 / 0.925 (docs/GRADING_LOG.md, "The example head per style, over honest
+# Beetle readings (examples-10)").
+OWN_LINES = frozenset({"scientsbank", "dev"})
+
+
 def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> ExampleHead:
-    """The head fitted on the answers it weighs, of the questions in `keep` (per set; all if None): one line per
-    set and one over all of them (`fit_styled`)."""
-    return ExampleHead(fit_styled(ExampleLine, HEAD_VERSION, [s.head_rows() for s in sims], sims, keep), HEAD_VERSION)
+    """The head fitted on the answers it weighs, of the questions in `keep` (per set; all if None): one line for
+    each set of OWN_LINES and one over every set (`fit_styled`)."""
+    weighed = [s.head_rows() for s in sims]
+    return ExampleHead(fit_styled(ExampleLine, HEAD_VERSION, weighed, sims, keep, OWN_LINES), HEAD_VERSION)
 
 
 def decision_of(sims: list[Simulated]) -> str:
@@ -125,14 +137,17 @@ def question_vectors(sim: Simulated, keep: set[str] | None = None) -> np.ndarray
 
 
 def fit_styled(cls: type[H], version: str, weighed: list[tuple[np.ndarray, np.ndarray]], sims: list[Simulated],
-               keep: list[set[str]] | None = None) -> StyledLines[H]:
+               keep: list[set[str]] | None = None, own: AbstractSet[str] | None = None) -> StyledLines[H]:
     """P(correct) drawn per style (heads.StyledLines): each set's own line with the unit mean of its questions'
     vectors, and the line of every set together, each fitted as `fit_logistic_head` fits (on the questions in
     `keep`, per set; all if None). A set none of whose questions the fit keeps (a fold that holds out all of
-    them) has no style in it."""
+    them) has no style in it, nor a set not named in `own` (when given): its answers weigh in the pooled
+    line only."""
     styles = []
     for n, sim in enumerate(sims):
         kept = None if keep is None else keep[n]
+        if own is not None and sim.corpus not in own:
+            continue
         if kept is not None and not any(sim.groups[i] in kept for i in sim.cases):
             continue
         mean = question_vectors(sim, kept).mean(axis=0)
@@ -242,7 +257,8 @@ def manifest(head: ExampleHead, figures: HeadFigures, decision: str) -> dict[str
             "decision": decision,
             "recipe": {"l2": L2, "folds": FOLDS, "example_folds": EXAMPLE_FOLDS, "seed": SEED,
                        "min_examples": MIN_EXAMPLES, "nearest": NEAREST, "temperature": TEMPERATURE,
-                       "sharpness": STYLE_SHARPNESS, "floor": STYLE_FLOOR, "teacher": list(TEACHER),
+                       "sharpness": STYLE_SHARPNESS, "floor": STYLE_FLOOR, "own_lines": sorted(OWN_LINES),
+                       "teacher": list(TEACHER),
                        "inputs": list(INPUTS),
                        "beetle_folds": [{"fold": fold, "judge": train_holdout(fold)} for fold in HOLDOUTS],
                        "labels": "the ASAG splits' 2-way labels (examples correct/incorrect); dev's 3-way labels"},

@@ -51,7 +51,7 @@ from grading_lab.logreg import macro_f1
 from ingest.embedder import Encoder
 from ingest.identity import file_sha256
 
-HEAD_VERSION = "foreign-10"  # a refit gets a new version: results name the head that graded them
+HEAD_VERSION = "foreign-11"  # a refit gets a new version: results name the head that graded them
 FOLDS = 5  # folds of questions for the head's cross-validation
 
 

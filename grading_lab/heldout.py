@@ -23,7 +23,7 @@ from grading_lab.examples_cv import Simulated, concat, simulate, split_rows
 from grading_lab.judge_train import Recipe, asag_label, holdout_fold, recipe_of
 from ingest.embedder import Encoder
 
-HOLDOUTS = (0, 1)  # the ASAG folds whose Beetle questions the fits read, each with a judge that never saw it
+HOLDOUTS = (0, 1, 2)  # the ASAG folds whose Beetle questions the fits read, each with a judge that never saw it
 NAME = "beetle_heldout"  # the set's name in the heads' styles and figures
 
 

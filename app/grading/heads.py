@@ -108,6 +108,8 @@ class StyledLines(Generic[H]):
 
     def weights(self, question_vec: np.ndarray) -> np.ndarray:
         """How much each style's line counts for a question, then the pooled line's."""
+        if not self.styles:
+            return np.ones(1)
         centroids = self.centroids
         vec = np.asarray(question_vec, dtype=np.float64)
         if vec.shape != centroids.shape[1:]:

@@ -21,6 +21,7 @@ from app.grading.examples import (
     load_head,
     usable,
 )
+from app.grading.heads import StyledLines
 from app.grading.text import content_stems
 from grading_lab.asag import ASAG_DIR, CORPORA
 from grading_lab.examples_cv import DEV_PATH, TEACHER, Simulated, simulate, split_rows
@@ -154,7 +155,7 @@ def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
     head = load_head()
     for line in (*(style.line for style in head.correct.styles), head.correct.pooled):
         assert line.weights.shape == (len(INPUTS),)
-    assert [style.name for style in head.correct.styles] == ["scientsbank", "beetle_heldout", "dev"]
+    assert [style.name for style in head.correct.styles] == ["scientsbank", "dev"]  # Beetle's weigh in the pooled
     assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "dev"}
     assert set(manifest["figures"]["outside"]) == {"beetle_other_questions"}
 
@@ -178,7 +179,7 @@ def test_a_question_takes_the_line_of_the_course_it_is_near(real_encoder) -> Non
     lines = load_head().correct
     science = real_encoder.encode(["How did you separate the salt from the water in the mock rocks?"])[0]
     bank = real_encoder.encode(["What does the term 'pipeline bubble' refer to in pipeline parallelism?"])[0]
-    assert int(np.argmax(lines.weights(science))) == 0 and int(np.argmax(lines.weights(bank))) == 2
+    assert int(np.argmax(lines.weights(science))) == 0 and int(np.argmax(lines.weights(bank))) == 1
     typical = lines.pooled.mean  # the mean input the lines were fitted on
     assert abs(lines.p(typical, science) - lines.p(typical, bank)) > 0.05
 
@@ -199,6 +200,10 @@ def test_the_simulation_never_shows_an_answer_to_its_own_rubric(real_encoder) ->
     head = fit_head([sim])
     assert np.isfinite(head.correct.pooled.weights).all()
     assert [style.name for style in head.correct.styles] == ["scientsbank"]
+    # with no style of its own, every question takes the pooled line
+    pooled = StyledLines((), head.correct.pooled, head.correct.sharpness, head.correct.floor)
+    x = head.correct.pooled.mean
+    assert pooled.weights(np.ones(384)).tolist() == [1.0] and pooled.p(x, np.ones(384)) == head.correct.pooled.p(x)
     few = simulate("scientsbank", real_encoder, rows=rows, teacher=TEACHER)
     for i, (rubric, _text, _) in few.cases.items():
         full = [a for a, _ in sim.cases[i][0].item.examples]
