@@ -2,12 +2,12 @@
 
 Three sets are graded as the public "unseen answers" splits are graded from outside
 (grading_lab/examples_cv.py: a question's other answers, with their labels, passed as labelled
-examples): SciEntsBank's training split, Beetle's training answers to the questions of two ASAG folds,
+examples): SciEntsBank's training split, Beetle's training answers to the questions of three ASAG folds,
 each fold read by a judge trained without it (grading_lab/heldout.py: the shipped judge trained on
 every Beetle answer, and a head fitted on its readings of them leans on the decision more than a new
 answer warrants), and the dev set. The head (app/grading/examples.py) learns P(correct) from the
-decision's probabilities and the example features: one line per set and one over the three, each set
-weighing the same there (the dev set's contrasts are where closeness misleads).
+decision's probabilities and the example features: one line each for the sets of OWN_LINES and one over
+the three, each set weighing the same there (the dev set's contrasts are where closeness misleads).
 
 Its figures come from cross-validation grouped by question over the sets pooled (no question's answers
 are in both the fit and the figure), from the other sets' fit, from Beetle's other questions (read by

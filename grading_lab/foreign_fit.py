@@ -7,7 +7,7 @@ since the decision leans on the judge and a judge reading its own training answe
 new ones:
 
 - SciEntsBank's training split: the judge never trained on it;
-- Beetle's training answers to the questions of ASAG folds 0 and 1, each fold read by a judge trained
+- Beetle's training answers to the questions of ASAG folds 0, 1 and 2, each fold read by a judge trained
   like the shipped one without it (grading_lab/heldout.py); the shipped judge trained on every Beetle
   training answer;
 - the dev set, each question passed as the inline form passes it (text and accepted answers only):

@@ -3,7 +3,7 @@
 The shipped pair judge trained on every Beetle training answer, so its readings of those answers are surer
 than its readings of a new answer, and a head fitted on them learns to lean on the decision (which leans on
 the judge) more than a new answer warrants. The foreign head (grading_lab/foreign_fit.py) and the example
-head (grading_lab/examples_fit.py) read instead Beetle's answers to the questions of ASAG folds 0 and 1
+head (grading_lab/examples_fit.py) read instead Beetle's answers to the questions of ASAG folds 0, 1 and 2
 (HOLDOUTS), each fold read by a judge trained like the shipped one without it (`tutor models train-judge
 --holdout K --no-measure --out data/cache/judge-holdoutK`, about 20 minutes each on 2 cores), or by the
 recording of its readings that data/train/readings/ keeps (grading_lab/readings.py).
