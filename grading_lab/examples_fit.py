@@ -40,6 +40,7 @@ from app.grading.examples import (
     ExampleLine,
 )
 from app.grading.heads import H, Style, StyledLines, T
+from app.grading.judges import Judge
 from grading_lab.asag import ASAG_DIR, CORPORA
 from grading_lab.examples_cv import (
     DEV_PATH,
@@ -267,11 +268,14 @@ def manifest(head: ExampleHead, figures: HeadFigures, decision: str) -> dict[str
             "figures": figures.to_dict()}
 
 
-def simulate_sets(encoder: Encoder, teacher: tuple[int, int] | None = None) -> list[Simulated]:
-    """SciEntsBank, Beetle's held-out questions (read by the held-out judges) and the dev set, each answer
-    graded with the other folds' answers to its question as examples (`teacher`: drawn down to that count)."""
+def simulate_sets(encoder: Encoder, teacher: tuple[int, int] | None = None,
+                  judges: dict[int, Judge] | None = None) -> list[Simulated]:
+    """SciEntsBank, Beetle's held-out questions (read by the held-out judges, or `judges`) and the dev set, each
+    answer graded with the other folds' answers to its question as examples (`teacher`: drawn down to that
+    count)."""
+    judges = judges if judges is not None else heldout_judges()
     return [simulate("scientsbank", encoder, teacher=teacher),
-            beetle_heldout(encoder, heldout_judges(), with_examples=True, teacher=teacher),
+            beetle_heldout(encoder, judges, with_examples=True, teacher=teacher),
             simulate_dev(encoder, teacher=teacher)]
 
 

@@ -230,3 +230,23 @@ def test_the_foreign_head_refits_from_the_recorded_readings_alone(tmp_path: Path
     for part in ("grouped_cv", "grouped_cv_3way"):
         for name, value in recorded[part].items():
             assert figures[part][name] == pytest.approx(value, abs=0.005), (part, name)
+
+
+@pytest.mark.slow
+def test_the_example_head_refits_from_the_recorded_readings_alone(tmp_path: Path) -> None:
+    """With no held-out judge here, the example head's fit replays the committed recordings of Beetle's held-out
+    questions, and its grouped CV is the one examples.json records, within 0.005 (the shipped judge's live
+    readings of SciEntsBank and the dev set differ in their last digits from one CPU to another)."""
+    from app.grading.examples import EXAMPLES_PATH
+    from grading_lab import examples_fit, heldout
+    from ingest.embedder import SentenceTransformerEncoder
+
+    judges = {fold: heldout.heldout_judge(fold, tmp_path / f"holdout{fold}") for fold in heldout.HOLDOUTS}
+    assert all(isinstance(judge, readings.ReplayJudge) for judge in judges.values())
+    sims = examples_fit.simulate_sets(SentenceTransformerEncoder(), judges=judges)
+    figures = examples_fit.grouped_cv(sims).to_dict()
+    recorded = json.loads(EXAMPLES_PATH.read_text(encoding="utf-8"))["figures"]
+    assert figures["rows"] == recorded["rows"]
+    for part in ("grouped_cv", "grouped_cv_3way"):
+        for name, value in recorded[part].items():
+            assert figures[part][name] == pytest.approx(value, abs=0.005), (part, name)
