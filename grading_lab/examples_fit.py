@@ -52,7 +52,7 @@ from grading_lab.examples_cv import (
     simulate_dev,
     split_rows,
 )
-from grading_lab.heldout import HOLDOUTS, NAME, beetle_heldout, heldout_judges, heldout_questions, train_holdout
+from grading_lab.heldout import HOLDOUTS, NAME, beetle_fold, beetle_heldout, heldout_judges, train_holdout
 from grading_lab.logreg import fit_logistic, macro_f1, standardiser
 from ingest.embedder import Encoder
 from ingest.identity import file_sha256
@@ -282,16 +282,16 @@ def simulate_sets(encoder: Encoder, teacher: tuple[int, int] | None = None,
 def beetle_others(encoder: Encoder) -> Simulated:
     """Beetle's answers to the questions the fit does not read, read by the shipped judge (which trained on
     them), graded as the unseen-answers splits are."""
-    held = heldout_questions()
-    rows = [r for r in split_rows("beetle") if str(r["question_id"]) not in held]
+    rows = [r for r in split_rows("beetle") if beetle_fold(r) not in HOLDOUTS]
     return replace(simulate("beetle", encoder, rows=rows), corpus="beetle_other_questions")
 
 
 def fit(encoder: Encoder) -> tuple[ExampleHead, HeadFigures, str]:
     """Simulate the three sets, measure the head in grouped CV and fit it on everything; with the version of the
     decision the simulations were graded with."""
-    sims = simulate_sets(encoder)
-    figures = grouped_cv(sims, teacher=simulate_sets(encoder, TEACHER), outside=[beetle_others(encoder)])
+    judges = heldout_judges()  # loaded (or their recordings read) once for both simulations
+    sims = simulate_sets(encoder, judges=judges)
+    figures = grouped_cv(sims, teacher=simulate_sets(encoder, TEACHER, judges), outside=[beetle_others(encoder)])
     return fit_head(sims), figures, decision_of(sims)
 
 

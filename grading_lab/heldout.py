@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from app.config import DATA_DIR, JUDGE_DIR, PROJECT_ROOT
 from app.grading import Graders
@@ -69,14 +70,13 @@ def beetle_heldout(encoder: Encoder, judges: dict[int, Judge], with_examples: bo
     rows = split_rows("beetle")
     parts = []
     for fold, judge in sorted(judges.items()):
-        mine = [r for r in rows if holdout_fold(f"beetle:{r['question_id']}", Recipe.seed) == fold]
+        mine = [r for r in rows if beetle_fold(r) == fold]
         sim = simulate("beetle", encoder, Graders(judge=judge), with_examples=with_examples, rows=mine,
                        teacher=teacher)
         parts.append(replace(sim, labels=[asag_label(r) for r in mine]))
     return concat(parts, NAME)
 
 
-def heldout_questions() -> set[str]:
-    """The Beetle questions (ids) of the folds in HOLDOUTS."""
-    return {str(r["question_id"]) for r in split_rows("beetle")
-            if holdout_fold(f"beetle:{r['question_id']}", Recipe.seed) in HOLDOUTS}
+def beetle_fold(row: dict[str, Any]) -> int:
+    """The ASAG fold of a Beetle training answer's question, as the judges' trainings deal them."""
+    return holdout_fold(f"beetle:{row['question_id']}", Recipe.seed)
