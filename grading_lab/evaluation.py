@@ -145,22 +145,43 @@ def bank_rubrics(encoder: Encoder, items: dict[tuple[str, int], GradingItem] | N
     return rubrics
 
 
+def inline_item(row: dict[str, Any]) -> GradingItem:
+    """A labelled row's question passed as the inline form passes it (its text and accepted answers only)."""
+    return GradingItem(str(row["question"]), [str(a) for a in row["reference_answers"]])
+
+
+def is_inline(row: dict[str, Any]) -> bool:
+    """Whether a labelled row carries its own question (an inline set) rather than naming a bank question."""
+    return "reference_answers" in row
+
+
 def rubrics_of(rows: list[dict[str, Any]], items: dict[tuple[str, int], GradingItem], encoder: Encoder) -> list[Rubric]:
-    """Each labelled row's question as production grades it (its rubric, with the bank's neighbours)."""
-    missing = {(r["file"], int(r["number"])) for r in rows} - set(items)
+    """Each labelled row's question as production grades it: a bank question's rubric, with the bank's
+    neighbours; a row that carries its own question and accepted answers, as the inline form prepares it
+    (no neighbours, wrong options, explanation or examples)."""
+    bank_rows = [r for r in rows if not is_inline(r)]
+    missing = {(r["file"], int(r["number"])) for r in bank_rows} - set(items)
     if missing:
         raise ValueError(f"dev rows refer to unknown questions: {sorted(missing)[:5]}")
-    rubrics = bank_rubrics(encoder, items)
-    return [rubrics[(r["file"], int(r["number"]))] for r in rows]
+    rubrics = bank_rubrics(encoder, items) if bank_rows else {}
+    inline = {(r["question"], tuple(r["reference_answers"])): inline_item(r) for r in rows if is_inline(r)}
+    prepared = dict(zip(inline, prepare_many(list(inline.values()), encoder), strict=True))
+    return [prepared[(r["question"], tuple(r["reference_answers"]))] if is_inline(r)
+            else rubrics[(r["file"], int(r["number"]))] for r in rows]
 
 
 def baseline_cosines(rows: list[dict[str, Any]], items: dict[tuple[str, int], GradingItem],
                      encoder: Encoder) -> np.ndarray:
     """Plain cosine of each answer with its question's nearest reference answer."""
     vecs = encoder.encode([r["answer"] for r in rows])
-    refs = {k: encoder.encode(item.reference_answers) for k, item in items.items()}
-    return np.array([float((refs[(r["file"], int(r["number"]))] @ v).max())
-                     for r, v in zip(rows, vecs, strict=True)])
+    refs = [r["reference_answers"] if is_inline(r) else items[(r["file"], int(r["number"]))].reference_answers
+            for r in rows]
+    return np.array([float((encoder.encode(list(ref)) @ v).max()) for ref, v in zip(refs, vecs, strict=True)])
+
+
+def _key(row: dict[str, Any]) -> str:
+    """A labelled row's question, short: "003#5" for a bank question, the row's `qid` for an inline one."""
+    return str(row.get("qid", "?")) if is_inline(row) else f"{row['file'][:3]}#{row['number']}"
 
 
 def _report(rows: list[dict[str, str]], results: list[GradeResult], cos: np.ndarray) -> EvalReport:
@@ -173,7 +194,7 @@ def _report(rows: list[dict[str, str]], results: list[GradeResult], cos: np.ndar
     for r, p in zip(rows, pred, strict=True):
         kinds[r.get("kind", "?")].append(p == r["label"])
     base3, base2, thresholds = _baseline(truth, cos)
-    errors = [{"key": f"{r['file'][:3]}#{r['number']}", "kind": r.get("kind", "?"), "label": r["label"],
+    errors = [{"key": _key(r), "kind": r.get("kind", "?"), "label": r["label"],
                "verdict": res.verdict, "flags": ",".join(res.flags), "answer": r["answer"]}
               for r, res in zip(rows, results, strict=True) if res.verdict != r["label"]]
     return EvalReport(
