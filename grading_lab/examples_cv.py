@@ -18,6 +18,7 @@ import json
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,8 @@ EXAMPLE_FOLDS = 5
 # answer (Beetle about 80, SciEntsBank about 30), a course that marked last year's answers a dozen or so.
 TEACHER = (8, 16)
 DEV_PATH = DATA_DIR / "eval" / "dev.jsonl"
+# Answers to questions outside the bank, each row with its question and accepted answers (data/train/README.md).
+INLINE_PATH = DATA_DIR / "train" / "inline_answers.jsonl"
 SEED = 13
 
 
@@ -175,6 +178,23 @@ def simulate_dev(encoder: Encoder, graders: Graders | None = None, folds: int = 
     items = {f"{f}#{n}": item for (f, n), item in bank.items()}
     return simulate_items("dev", items, answers, MemoEncoder(encoder), graders, folds, seed, True, neighbours=True,
                           teacher=teacher)
+
+
+def simulate_inline(encoder: Encoder, path: Path = INLINE_PATH, graders: Graders | None = None,
+                    name: str | None = None, with_examples: bool = False,
+                    teacher: tuple[int, int] | None = None) -> Simulated:
+    """A labelled file whose rows carry their own question and accepted answers (by default
+    data/train/inline_answers.jsonl), each answer graded against its question as the inline form passes it:
+    its text and accepted answers only, with no examples (`with_examples`: the other folds' answers to the
+    question, as `simulate` passes them; `teacher`: as `simulate`'s). The set is named after the file (`name`
+    otherwise) and grouped by `qid`."""
+    from grading_lab.evaluation import MemoEncoder, inline_item
+
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    items = {str(r["qid"]): inline_item(r) for r in rows}
+    answers = [Labelled(str(r["qid"]), str(r["answer"]), str(r["label"])) for r in rows]
+    return simulate_items(name or path.stem, items, answers, MemoEncoder(encoder), graders, EXAMPLE_FOLDS, SEED,
+                          with_examples, teacher=teacher)
 
 
 def simulate_items(name: str, items: dict[str, GradingItem], answers: list[Labelled], encoder: Encoder,

@@ -2,19 +2,22 @@
 
 Three sets are graded as the public "unseen answers" splits are graded from outside
 (grading_lab/examples_cv.py: a question's other answers, with their labels, passed as labelled
-examples): SciEntsBank's training split, Beetle's training answers to the questions of three ASAG folds,
-each fold read by a judge trained without it (grading_lab/heldout.py: the shipped judge trained on
+examples): SciEntsBank's training split, Beetle's training answers, the questions of each of the five ASAG
+folds read by a judge trained without them (grading_lab/heldout.py: the shipped judge trained on
 every Beetle answer, and a head fitted on its readings of them leans on the decision more than a new
-answer warrants), and the dev set. The head (app/grading/examples.py) learns P(correct) from the
-decision's probabilities and the example features: one line each for the sets of OWN_LINES and one over
-the three, each set weighing the same there (the dev set's contrasts are where closeness misleads).
+answer warrants), and the answers to 20 questions outside the bank in this product's field
+(data/train/inline_answers.jsonl), each question passed inline. The head (app/grading/examples.py) learns
+P(correct) from the decision's probabilities and the example features: one line each for the sets of
+OWN_LINES and one over the three, each set weighing the same there (the inline answers' contrasts, a
+negation beside the right answer it negates, are where closeness misleads).
 
 Its figures come from cross-validation grouped by question over the sets pooled (no question's answers
-are in both the fit and the figure), from the other sets' fit, from Beetle's other questions (read by
-the shipped judge, graded by the head fitted on all three sets), and from the same folds' heads grading
-the answers again with a teacher's count of examples (8 to 16 drawn from the others: `TEACHER`). The
-decision was fitted on the dev set, so the dev set's figures read a decision that has seen its answers;
-SciEntsBank's and Beetle's held-out questions read neither.
+are in both the fit and the figure), from the other sets' fit, and from the same folds' heads grading
+the answers again with a teacher's count of examples (8 to 16 drawn from the others: `TEACHER`). The dev set
+(bank questions, with their neighbours) is graded by the head fitted on the three sets but not fitted on: the
+decision was fitted on its answers, and a line fitted over the decision's readings of them learnt to trust the
+decision more than a new question warrants (docs/GRADING_LOG.md, "Questions from outside the bank in this
+field (foreign-12)").
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import random
 import sys
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,19 +48,20 @@ from grading_lab.asag import ASAG_DIR, CORPORA
 from grading_lab.examples_cv import (
     DEV_PATH,
     EXAMPLE_FOLDS,
+    INLINE_PATH,
     SEED,
     TEACHER,
     Simulated,
     simulate,
     simulate_dev,
-    split_rows,
+    simulate_inline,
 )
-from grading_lab.heldout import HOLDOUTS, NAME, beetle_fold, beetle_heldout, heldout_judges, train_holdout
+from grading_lab.heldout import HOLDOUTS, NAME, beetle_heldout, heldout_judges, train_holdout
 from grading_lab.logreg import fit_logistic, macro_f1, standardiser
 from ingest.embedder import Encoder
 from ingest.identity import file_sha256
 
-HEAD_VERSION = "examples-10"
+HEAD_VERSION = "examples-11"
 SET_OF = {"scientsbank": "scientsbank", "beetle": NAME}  # the set of the fit that holds each ASAG split's answers
 L2 = 1.0
 FOLDS = 5  # folds of questions for the head's own cross-validation
@@ -67,10 +71,10 @@ FOLDS = 5  # folds of questions for the head's own cross-validation
 # where each question brings about 80 noisy labelled answers, weighs the decision over a teacher's clean dozen
 # (tests/app/grading/test_examples_head.py's circuit question: `partial`, 0.60), and Beetle's questions then take
 # SciEntsBank's line. Grouped CV over fold seeds 13, 1, 2 and 3 (`python -m grading_lab.examples_fit`; SciEntsBank
-# / Beetle's held-out questions / dev): a line for every set 0.788 / 0.816 / 0.968, these two 0.789 / 0.800 /
-# 0.968, one line for all 0.767 / 0.813 / 0.925 (docs/GRADING_LOG.md, "The example head per style, over honest
-# Beetle readings (examples-10)").
-OWN_LINES = frozenset({"scientsbank", "dev"})
+# / Beetle / the inline answers): 0.790 / 0.795 / 0.909; with the dev set in the inline answers' place, 0.790 /
+# 0.799, the inline answers 0.758 not fitted (docs/GRADING_LOG.md, "Questions from outside the bank in this field
+# (foreign-12)"; "The example head per style, over honest Beetle readings (examples-10)" for Beetle's line).
+OWN_LINES = frozenset({"scientsbank", "inline_answers"})
 
 
 def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> ExampleHead:
@@ -138,12 +142,14 @@ def question_vectors(sim: Simulated, keep: set[str] | None = None) -> np.ndarray
 
 
 def fit_styled(cls: type[H], version: str, weighed: list[tuple[np.ndarray, np.ndarray]], sims: list[Simulated],
-               keep: list[set[str]] | None = None, own: AbstractSet[str] | None = None) -> StyledLines[H]:
-    """P(correct) drawn per style (heads.StyledLines): each set's own line with the unit mean of its questions'
-    vectors, and the line of every set together, each fitted as `fit_logistic_head` fits (on the questions in
-    `keep`, per set; all if None). A set none of whose questions the fit keeps (a fold that holds out all of
-    them) has no style in it, nor a set not named in `own` (when given): its answers weigh in the pooled
-    line only."""
+               keep: list[set[str]] | None = None, own: AbstractSet[str] | None = None,
+               targets: list[np.ndarray] | None = None, pooled: AbstractSet[str] | None = None) -> StyledLines[H]:
+    """P(correct) (or P(target), as `fit_logistic_head` takes them) drawn per style (heads.StyledLines): each
+    set's own line with the unit mean of its questions' vectors, and the line of every set together (of the sets
+    named in `pooled`, when given and any is present), each fitted as `fit_logistic_head` fits (on the questions
+    in `keep`, per set; all if None). A set none of whose questions the fit keeps (a fold that holds out all of
+    them) has no style in it, nor a set not named in `own` (when given): its answers weigh in the pooled line
+    only."""
     styles = []
     for n, sim in enumerate(sims):
         kept = None if keep is None else keep[n]
@@ -152,10 +158,14 @@ def fit_styled(cls: type[H], version: str, weighed: list[tuple[np.ndarray, np.nd
         if kept is not None and not any(sim.groups[i] in kept for i in sim.cases):
             continue
         mean = question_vectors(sim, kept).mean(axis=0)
-        line = fit_logistic_head(cls, version, [weighed[n]], [sim], None if kept is None else [kept])
+        line = fit_logistic_head(cls, version, [weighed[n]], [sim], None if kept is None else [kept],
+                                 targets=None if targets is None else [targets[n]])
         styles.append(Style(sim.corpus, mean / np.linalg.norm(mean), line))
-    return StyledLines(tuple(styles), fit_logistic_head(cls, version, weighed, sims, keep), STYLE_SHARPNESS,
-                       STYLE_FLOOR)
+    pool = [n for n, sim in enumerate(sims) if pooled is not None and sim.corpus in pooled] or list(range(len(sims)))
+    line = fit_logistic_head(cls, version, [weighed[n] for n in pool], [sims[n] for n in pool],
+                             None if keep is None else [keep[n] for n in pool],
+                             targets=None if targets is None else [targets[n] for n in pool])
+    return StyledLines(tuple(styles), line, STYLE_SHARPNESS, STYLE_FLOOR)
 
 
 def f1_2way(sim: Simulated, verdicts: list[str], rows: list[int] | None = None) -> float:
@@ -176,14 +186,15 @@ class HeadFigures:
     rows: dict[str, int]  # answers the head weighs, per set
     confusion: dict[str, dict[str, int]]  # per set, "label->verdict" counts of the grouped-CV verdicts
     teacher: dict[str, float] = field(default_factory=dict)  # grouped CV, a teacher's count of examples
-    outside: dict[str, float] = field(default_factory=dict)  # sets of questions no set of the fit holds
+    # Sets outside the fit, graded by the head fitted on every set: 2-way, 3-way ("_3way") and without the head
+    unfitted: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The figures, rounded, as the manifest records them."""
         r = lambda d: {k: round(v, 4) for k, v in d.items()}  # noqa: E731
         return {"without_head": r(self.without_head), "grouped_cv": r(self.grouped_cv),
                 "grouped_cv_3way": r(self.grouped_cv_3way), "grouped_cv_teacher": r(self.teacher),
-                "cross_split": r(self.cross_split), "outside": r(self.outside), "rows": self.rows,
+                "cross_split": r(self.cross_split), "unfitted": r(self.unfitted), "rows": self.rows,
                 "confusion": self.confusion}
 
 
@@ -222,11 +233,11 @@ def grouped_verdicts(sims: list[Simulated], fit: Callable[[list[Simulated], list
     return predicted
 
 
-def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED, teacher: list[Simulated] | None = None,
-               outside: list[Simulated] | None = None) -> HeadFigures:
+def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED,
+               teacher: list[Simulated] | None = None, unfitted: list[Simulated] | None = None) -> HeadFigures:
     """The head's figures: folds of questions over the sets pooled, and each set by the others' fit; `teacher`:
-    the same sets' answers given a teacher's count of examples, graded by the same folds' heads; `outside`: sets
-    of other questions, graded by the head fitted on every set."""
+    the same sets' answers given a teacher's count of examples, graded by the same folds' heads; `unfitted`:
+    sets outside the fit, graded by the head fitted on every set."""
     grade = lambda s, head, rows: s.verdicts(head, rows)  # noqa: E731
     predicted = grouped_verdicts(sims, fit_head, grade, folds=folds, seed=seed)
     cross = {}
@@ -243,12 +254,23 @@ def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED, teac
     if teacher is not None:
         fewer = grouped_verdicts(sims, fit_head, grade, folds=folds, seed=seed, graded=teacher)
         taught = {s.corpus: f1_2way(s, fewer[n]) for n, s in enumerate(teacher)}
-    head = fit_head(sims) if outside else None
     return HeadFigures({s.corpus: f1_2way(s, s.verdicts(None)) for s in sims},
                        {s.corpus: f1_2way(s, predicted[n]) for n, s in enumerate(sims)}, three, cross,
                        {s.corpus: len(s.head_rows()[0]) for s in sims},
                        {s.corpus: _confusion(s, predicted[n]) for n, s in enumerate(sims)}, taught,
-                       {s.corpus: f1_2way(s, s.verdicts(head)) for s in outside or []})
+                       _unfitted(fit_head(sims), unfitted or []))
+
+
+def _unfitted(head: ExampleHead, sims: list[Simulated]) -> dict[str, float]:
+    """Each set graded by `head`: 2-way, 3-way where its labels have partial, and 2-way without the head."""
+    out = {}
+    for sim in sims:
+        served = sim.verdicts(head)
+        out[sim.corpus] = f1_2way(sim, served)
+        if "partial" in sim.labels:
+            out[f"{sim.corpus}_3way"] = macro_f1(sim.labels, served, list(VERDICTS))
+        out[f"{sim.corpus}_without_head"] = f1_2way(sim, sim.verdicts(None))
+    return out
 
 
 def manifest(head: ExampleHead, figures: HeadFigures, decision: str) -> dict[str, Any]:
@@ -262,28 +284,23 @@ def manifest(head: ExampleHead, figures: HeadFigures, decision: str) -> dict[str
                        "teacher": list(TEACHER),
                        "inputs": list(INPUTS),
                        "beetle_folds": [{"fold": fold, "judge": train_holdout(fold)} for fold in HOLDOUTS],
-                       "labels": "the ASAG splits' 2-way labels (examples correct/incorrect); dev's 3-way labels"},
+                       "labels": "the ASAG splits' 2-way labels (examples correct/incorrect); the inline answers' "
+                                 "3-way labels"},
             "data": {**{f"{c}_train.jsonl": file_sha256(ASAG_DIR / f"{c}_train.jsonl") for c in CORPORA},
-                     "dev.jsonl": file_sha256(DEV_PATH)},
+                     "inline_answers.jsonl": file_sha256(INLINE_PATH),
+                     "dev.jsonl (graded, not fitted)": file_sha256(DEV_PATH)},
             "figures": figures.to_dict()}
 
 
 def simulate_sets(encoder: Encoder, teacher: tuple[int, int] | None = None,
                   judges: dict[int, Judge] | None = None) -> list[Simulated]:
-    """SciEntsBank, Beetle's held-out questions (read by the held-out judges, or `judges`) and the dev set, each
+    """SciEntsBank, Beetle's questions (read by the held-out judges, or `judges`) and the inline answers, each
     answer graded with the other folds' answers to its question as examples (`teacher`: drawn down to that
     count)."""
     judges = judges if judges is not None else heldout_judges()
     return [simulate("scientsbank", encoder, teacher=teacher),
             beetle_heldout(encoder, judges, with_examples=True, teacher=teacher),
-            simulate_dev(encoder, teacher=teacher)]
-
-
-def beetle_others(encoder: Encoder) -> Simulated:
-    """Beetle's answers to the questions the fit does not read, read by the shipped judge (which trained on
-    them), graded as the unseen-answers splits are."""
-    rows = [r for r in split_rows("beetle") if beetle_fold(r) not in HOLDOUTS]
-    return replace(simulate("beetle", encoder, rows=rows), corpus="beetle_other_questions")
+            simulate_inline(encoder, with_examples=True, teacher=teacher)]
 
 
 def fit(encoder: Encoder) -> tuple[ExampleHead, HeadFigures, str]:
@@ -291,7 +308,7 @@ def fit(encoder: Encoder) -> tuple[ExampleHead, HeadFigures, str]:
     decision the simulations were graded with."""
     judges = heldout_judges()  # loaded (or their recordings read) once for both simulations
     sims = simulate_sets(encoder, judges=judges)
-    figures = grouped_cv(sims, teacher=simulate_sets(encoder, TEACHER, judges), outside=[beetle_others(encoder)])
+    figures = grouped_cv(sims, teacher=simulate_sets(encoder, TEACHER, judges), unfitted=[simulate_dev(encoder)])
     return fit_head(sims), figures, decision_of(sims)
 
 

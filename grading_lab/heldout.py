@@ -3,10 +3,10 @@
 The shipped pair judge trained on every Beetle training answer, so its readings of those answers are surer
 than its readings of a new answer, and a head fitted on them learns to lean on the decision (which leans on
 the judge) more than a new answer warrants. The foreign head (grading_lab/foreign_fit.py) and the example
-head (grading_lab/examples_fit.py) read instead Beetle's answers to the questions of ASAG folds 0, 1 and 2
-(HOLDOUTS), each fold read by a judge trained like the shipped one without it (`tutor models train-judge
---holdout K --no-measure --out data/cache/judge-holdoutK`, about 20 minutes each on 2 cores), or by the
-recording of its readings that data/train/readings/ keeps (grading_lab/readings.py).
+head (grading_lab/examples_fit.py) read instead Beetle's answers fold by fold (the five ASAG folds of
+HOLDOUTS: every Beetle question), each fold read by a judge trained like the shipped one without it
+(`tutor models train-judge --holdout K --no-measure --out data/cache/judge-holdoutK`, about 20 minutes each
+on 2 cores), or by the recording of its readings that data/train/readings/ keeps (grading_lab/readings.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from grading_lab.examples_cv import Simulated, concat, simulate, split_rows
 from grading_lab.judge_train import Recipe, asag_label, holdout_fold, recipe_of
 from ingest.embedder import Encoder
 
-HOLDOUTS = (0, 1, 2)  # the ASAG folds whose Beetle questions the fits read, each with a judge that never saw it
+HOLDOUTS = (0, 1, 2, 3, 4)  # the ASAG folds whose Beetle questions the fits read, each with a judge that never saw it
 NAME = "beetle_heldout"  # the set's name in the heads' styles and figures
 
 

@@ -162,11 +162,14 @@ def _asag_report(as_json: bool) -> None:
                          "served_examples_teacher_grouped_cv_macro_f1_2": round(head.teacher[part], 4),
                          "served_examples_other_split_head_macro_f1_2": round(head.cross_split.get(part, 0.0), 4),
                          "served_examples_confusion": head.confusion[part]}
-    figures["beetle_other_questions"] = {"served_examples_macro_f1_2": round(head.outside["beetle_other_questions"], 4)}
-    figures["dev_with_examples"] = {"without_head_macro_f1_2": round(head.without_head["dev"], 4),
-                                    "grouped_cv_macro_f1_2": round(head.grouped_cv["dev"], 4),
-                                    "without_head_macro_f1_3": round(head.grouped_cv_3way["dev_without_head"], 4),
-                                    "grouped_cv_macro_f1_3": round(head.grouped_cv_3way["dev"], 4)}
+    figures["inline_answers_with_examples"] = {
+        "without_head_macro_f1_2": round(head.without_head["inline_answers"], 4),
+        "grouped_cv_macro_f1_2": round(head.grouped_cv["inline_answers"], 4),
+        "without_head_macro_f1_3": round(head.grouped_cv_3way["inline_answers_without_head"], 4),
+        "grouped_cv_macro_f1_3": round(head.grouped_cv_3way["inline_answers"], 4)}
+    figures["dev_with_examples"] = {"without_head_macro_f1_2": round(head.unfitted["dev_without_head"], 4),
+                                    "head_macro_f1_2": round(head.unfitted["dev"], 4),
+                                    "head_macro_f1_3": round(head.unfitted["dev_3way"], 4)}
     foreign_manifest = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))
     figures["foreign_head_recorded"] = foreign_manifest["figures"]
     manifest = json.loads((get_settings().judge_dir / "judge.json").read_text(encoding="utf-8"))
@@ -188,14 +191,16 @@ def _asag_report(as_json: bool) -> None:
         out.print(f"{'':12s} {f['folds']}-fold CV by question: previous grader "
                   f"{f['previous_grader_macro_f1_2']:.3f}, cosine {f['cosine_macro_f1_2']:.3f} "
                   f"(oracle threshold {f['cosine_oracle_macro_f1_2']:.3f})")
-    out.print(f"{'beetle':12s} its other questions, with their other answers as examples, read by the shipped judge "
-              "(which trained on them), the example head fitted on the three sets: "
-              f"{figures['beetle_other_questions']['served_examples_macro_f1_2']:.3f}")
+    inline = figures["inline_answers_with_examples"]
+    out.print(f"{'inline':12s} answers to questions outside the bank, with the question's other answers as examples: "
+              f"macro-F1 3-way / 2-way {inline['grouped_cv_macro_f1_3']:.3f} / {inline['grouped_cv_macro_f1_2']:.3f} "
+              f"with the example head (grouped CV), {inline['without_head_macro_f1_3']:.3f} / "
+              f"{inline['without_head_macro_f1_2']:.3f} without")
     dev = figures["dev_with_examples"]
-    out.print(f"{'dev set':12s} with the question's other dev answers as examples: macro-F1 3-way / 2-way "
-              f"{dev['grouped_cv_macro_f1_3']:.3f} / {dev['grouped_cv_macro_f1_2']:.3f} with the example head "
-              f"(grouped CV), {dev['without_head_macro_f1_3']:.3f} / {dev['without_head_macro_f1_2']:.3f} without "
-              "(the decision was fitted on these answers)")
+    out.print(f"{'dev set':12s} with the question's other dev answers as examples, graded by the head fitted on the "
+              f"three sets (not on it): macro-F1 3-way / 2-way {dev['head_macro_f1_3']:.3f} / "
+              f"{dev['head_macro_f1_2']:.3f}, 2-way {dev['without_head_macro_f1_2']:.3f} without the head (the "
+              "decision was fitted on these answers)")
     foreign = figures["foreign_head_recorded"]
     out.print("foreign head, no examples, correct-vs-not macro-F1 (recorded in app/grading/foreign.json; "
               "`python -m grading_lab.foreign_fit`): " + "; ".join(

@@ -13,12 +13,14 @@ Courses want different lines: one logistic regression fitted on SciEntsBank, Bee
 questions together drew one line for all three and fitted none of them well. So P(correct) comes from
 one line per style of question it was fitted on (each training set's own logistic regression), weighed
 by how near the question's vector is to each style's questions, beside the line fitted on all of them
-together for a question near none (`heads.StyledLines`). P(correct or partial) is one regression over
-the sets whose labels tell partial from incorrect.
+together for a question near none (`heads.StyledLines`). P(correct or partial) is drawn the same way
+from the sets whose labels tell partial from incorrect: where a partial answer ends and a wrong one
+begins differs between courses as well.
 
 Both are fitted by `python -m grading_lab.foreign_fit` on answers whose judge readings are honest
 (the judge never trained on them): SciEntsBank's training split, Beetle questions read by judges
-trained without them, and the dev set graded inline; its figures come from
+trained without them, and answers to questions from outside the bank in this field graded inline
+(data/train/inline_answers.jsonl); its figures come from
 cross-validation grouped by question (and by SciEntsBank module, for questions of another domain).
 It applies only to a question outside the bank (a rubric with no bank neighbours) without enough
 labelled examples for the example head; a bank question is graded by the decision alone.
@@ -80,11 +82,11 @@ class CreditHead(LogisticHead):
 @dataclass(frozen=True)
 class ForeignHead:
     """P(correct), P(partial), P(incorrect) of an answer to a foreign question, from the decision's
-    probabilities and inputs: P(correct) from one line per style of question (`StyledLines`), and P(correct
-    or partial) from one line fitted on the sets whose labels tell partial from incorrect."""
+    probabilities and inputs: P(correct) and P(correct or partial) each from one line per style of question
+    (`StyledLines`; P(correct or partial) from the styles whose labels tell partial from incorrect)."""
 
     correct: StyledLines[CreditHead]
-    credit: CreditHead
+    credit: StyledLines[CreditHead]
     version: str
 
     def probabilities(self, decision_probs: np.ndarray, decision_x: np.ndarray,
@@ -92,7 +94,7 @@ class ForeignHead:
         """P(correct), P(partial), P(incorrect) of one answer to the question whose vector is given."""
         x = head_input(decision_probs, decision_x)
         p_c = self.correct.p(x, question_vec)
-        p_credit = max(p_c, self.credit.p(x))
+        p_credit = max(p_c, self.credit.p(x, question_vec))
         return np.array([p_c, p_credit - p_c, 1.0 - p_credit])
 
     def to_dict(self) -> dict[str, Any]:
@@ -103,11 +105,11 @@ class ForeignHead:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ForeignHead:
         """Inverse of to_dict; refuses a file fitted on other inputs, or one with a single P(correct) line (up to
-        foreign-9)."""
-        if tuple(d["features"]) != INPUTS or "styles" not in d["correct"]:
+        foreign-9) or a single P(correct or partial) line (up to foreign-11)."""
+        if tuple(d["features"]) != INPUTS or "styles" not in d["correct"] or "styles" not in d["credit"]:
             raise ValueError(f"foreign.json was fitted on other inputs; run `{CreditHead.FIT_COMMAND}`")
-        return cls(StyledLines.from_dict(d["correct"], CreditHead.from_dict), CreditHead.from_dict(d["credit"]),
-                   str(d["version"]))
+        return cls(StyledLines.from_dict(d["correct"], CreditHead.from_dict),
+                   StyledLines.from_dict(d["credit"], CreditHead.from_dict), str(d["version"]))
 
 
 def load_foreign(path: Path = FOREIGN_PATH) -> ForeignHead:

@@ -24,7 +24,7 @@ from app.grading.examples import (
 from app.grading.heads import StyledLines
 from app.grading.text import content_stems
 from grading_lab.asag import ASAG_DIR, CORPORA
-from grading_lab.examples_cv import DEV_PATH, TEACHER, Simulated, simulate, split_rows
+from grading_lab.examples_cv import DEV_PATH, INLINE_PATH, TEACHER, Simulated, simulate, split_rows
 from grading_lab.examples_fit import HEAD_VERSION, decision_of, fit_head, grouped_cv
 from ingest.identity import file_sha256
 from tests.fakes import FakeEncoder
@@ -151,13 +151,16 @@ def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
     assert manifest["decision"] == load_decision().version
     for corpus in CORPORA:
         assert manifest["data"][f"{corpus}_train.jsonl"] == file_sha256(ASAG_DIR / f"{corpus}_train.jsonl")
-    assert manifest["data"]["dev.jsonl"] == file_sha256(DEV_PATH)
+    assert manifest["data"]["inline_answers.jsonl"] == file_sha256(INLINE_PATH)
+    assert manifest["data"]["dev.jsonl (graded, not fitted)"] == file_sha256(DEV_PATH)
     head = load_head()
     for line in (*(style.line for style in head.correct.styles), head.correct.pooled):
         assert line.weights.shape == (len(INPUTS),)
-    assert [style.name for style in head.correct.styles] == ["scientsbank", "dev"]  # Beetle's weigh in the pooled
-    assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "dev"}
-    assert set(manifest["figures"]["outside"]) == {"beetle_other_questions"}
+    # Beetle's answers weigh in the pooled line only
+    assert [style.name for style in head.correct.styles] == ["scientsbank", "inline_answers"]
+    assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "inline_answers"}
+    # The dev set, whose answers the decision was fitted on, is graded by the head, not fitted on.
+    assert set(manifest["figures"]["unfitted"]) == {"dev", "dev_3way", "dev_without_head"}
 
 
 def test_a_head_file_of_another_layout_or_other_inputs_is_refused() -> None:
@@ -174,8 +177,8 @@ def test_a_head_file_of_another_layout_or_other_inputs_is_refused() -> None:
 
 @pytest.mark.slow
 def test_a_question_takes_the_line_of_the_course_it_is_near(real_encoder) -> None:  # type: ignore[no-untyped-def]
-    """A science question weighs its examples by SciEntsBank's line, a question on parallelism by the dev set's,
-    and the same evidence reads differently by the two."""
+    """A science question weighs its examples by SciEntsBank's line, a question on parallelism by the inline
+    answers', and the same evidence reads differently by the two."""
     lines = load_head().correct
     science = real_encoder.encode(["How did you separate the salt from the water in the mock rocks?"])[0]
     bank = real_encoder.encode(["What does the term 'pipeline bubble' refer to in pipeline parallelism?"])[0]

@@ -17,8 +17,8 @@ from app.grading.foreign import FOREIGN_PATH, INPUTS, ForeignHead, applies, load
 from app.grading.rubric import attach_neighbours
 from grading_lab import readings
 from grading_lab.asag import ASAG_DIR
-from grading_lab.examples_cv import DEV_PATH, concat, simulate, split_rows
-from grading_lab.foreign_fit import HEAD_VERSION, by_module, figures, fit_head
+from grading_lab.examples_cv import DEV_PATH, INLINE_PATH, concat, simulate, simulate_inline, split_rows
+from grading_lab.foreign_fit import CREDIT_FROM, HEAD_VERSION, by_module, figures, fit_head
 from grading_lab.heldout import heldout_judge
 from grading_lab.judge_train import JUDGE_DIR
 from ingest.identity import file_sha256
@@ -49,24 +49,32 @@ def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
     assert manifest["decision"] == load_decision().version
     for name in ("beetle_train.jsonl", "scientsbank_train.jsonl"):
         assert manifest["data"][name] == file_sha256(ASAG_DIR / name)
-    assert manifest["data"]["dev.jsonl"] == file_sha256(DEV_PATH)
+    assert manifest["data"]["inline_answers.jsonl"] == file_sha256(INLINE_PATH)
+    assert manifest["data"]["dev.jsonl (graded, not fitted)"] == file_sha256(DEV_PATH)
     head = load_foreign()
-    for line in (*(style.line for style in head.correct.styles), head.correct.pooled, head.credit):
-        assert line.weights.shape == (len(INPUTS),)
-    assert [style.name for style in head.correct.styles] == ["scientsbank", "beetle_heldout", "dev_inline"]
+    for lines in (head.correct, head.credit):
+        for line in (*(style.line for style in lines.styles), lines.pooled):
+            assert line.weights.shape == (len(INPUTS),)
+    # P(correct or partial) per style of the sets whose labels tell partial from incorrect
+    assert [style.name for style in head.credit.styles] == ["beetle_heldout", "inline_answers"]
+    assert [style.name for style in head.correct.styles] == ["scientsbank", "beetle_heldout", "inline_answers"]
     for style in head.correct.styles:
         assert np.linalg.norm(style.centroid) == pytest.approx(1.0, abs=1e-4)
-    assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "dev_inline"}
+    assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "inline_answers"}
+    # The dev set, whose answers the decision was fitted on, is graded by the head, not fitted on.
+    assert set(manifest["figures"]["unfitted"]) == {"dev_inline", "dev_inline_3way", "dev_inline_decision_alone"}
 
 
 def test_a_head_file_of_another_layout_or_other_inputs_is_refused() -> None:
-    """A file with one P(correct) line for every style (foreign-9 and before), or fitted on other inputs, asks
-    for the fit again rather than grading with weights read the wrong way."""
+    """A file with one P(correct) line for every style (foreign-9 and before) or one P(correct or partial) line
+    (foreign-11 and before), or fitted on other inputs, asks for the fit again rather than grading with weights
+    read the wrong way."""
     manifest = json.loads(FOREIGN_PATH.read_text(encoding="utf-8"))
     assert ForeignHead.from_dict(manifest).version == HEAD_VERSION
     single_line = {**manifest, "correct": manifest["correct"]["pooled"]}
+    single_credit = {**manifest, "credit": manifest["credit"]["pooled"]}
     other_inputs = {**manifest, "features": manifest["features"][:-1]}
-    for damaged in (single_line, other_inputs):
+    for damaged in (single_line, single_credit, other_inputs):
         with pytest.raises(ValueError, match="fitted on other inputs; run `python -m grading_lab"):
             ForeignHead.from_dict(damaged)
 
@@ -88,8 +96,9 @@ def test_a_question_takes_the_line_of_the_style_it_is_near_and_the_pooled_line_w
 
 @pytest.mark.slow
 def test_the_styles_lines_differ_where_the_sets_want_different_lines(real_encoder) -> None:  # type: ignore[no-untyped-def]
-    """The same evidence is weighed by each style's own line: a SciEntsBank-like question and a bank-like one
-    differ in P(correct) (the pooled head drew one line for all three and fitted none of them well)."""
+    """The same evidence is weighed by each style's own line: a SciEntsBank-like question and one of this
+    product's field (near the inline answers' questions) differ in P(correct) (the pooled head drew one line
+    for all three and fitted none of them well)."""
     head = load_foreign()
     x = np.zeros(len(DECISION_FEATURES))
     probs = np.array([0.3, 0.5, 0.2])
@@ -181,7 +190,7 @@ def test_right_answers_in_other_words_that_the_styles_lines_grade_correct(real_e
 
 
 @pytest.mark.slow
-def test_the_fit_and_its_figures_run_end_to_end_on_a_slice(real_encoder) -> None:  # type: ignore[no-untyped-def]
+def test_the_fit_and_its_figures_run_end_to_end_on_a_slice(real_encoder, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     rows = split_rows("scientsbank")
     questions = sorted({r["question_id"] for r in rows})[:4]
     sci = simulate(
@@ -197,10 +206,23 @@ def test_the_fit_and_its_figures_run_end_to_end_on_a_slice(real_encoder) -> None
     head = fit_head([sci, beetle])
     assert [style.name for style in head.correct.styles] == ["scientsbank", "beetle"]
     assert all(np.isfinite(style.line.weights).all() for style in head.correct.styles)
-    assert head.credit == head.correct.pooled  # no partial labels
+    assert head.credit == head.correct  # no partial labels
     p = head.probabilities(np.array([0.2, 0.5, 0.3]), np.zeros(len(DECISION_FEATURES)),
                            head.correct.styles[0].centroid)
     assert p.sum() == pytest.approx(1.0) and (p >= 0).all()
     figs = figures([sci, beetle])
     assert set(figs["grouped_cv"]) == {"scientsbank", "beetle"}
     assert figs["answers"]["scientsbank"]["all"] == len(sci.groups)
+    # With answers to inline questions labelled 3-way, P(correct or partial) is fitted on them alone (CREDIT_FROM)
+    lines = INLINE_PATH.read_text(encoding="utf-8").splitlines()
+    questions = sorted({json.loads(line)["qid"] for line in lines})[:3]
+    (tmp_path / "inline_answers.jsonl").write_text(
+        "\n".join(line for line in lines if json.loads(line)["qid"] in questions) + "\n", encoding="utf-8")
+    inline = simulate_inline(real_encoder, tmp_path / "inline_answers.jsonl")
+    assert inline.corpus in CREDIT_FROM and set(inline.groups) == set(questions) and "partial" in inline.labels
+    assert all(rubric.neighbours is None for rubric, _, _ in inline.cases.values())  # as the inline form grades
+    head = fit_head([sci, beetle, inline])
+    assert [style.name for style in head.correct.styles] == ["scientsbank", "beetle", inline.corpus]
+    assert [style.name for style in head.credit.styles] == [inline.corpus] and head.credit != head.correct
+    figs = figures([sci, inline], unfitted=[beetle])
+    assert set(figs["unfitted"]) == {"beetle", "beetle_3way", "beetle_decision_alone"}
