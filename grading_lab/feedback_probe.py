@@ -40,7 +40,9 @@ from app.grading.rubric import RESTATED, Rubric
 from grading_lab.devset import read_rows
 from grading_lab.evaluation import MemoEncoder, bank_items, bank_rubrics, rubrics_of
 
-DEFAULT_FILES = (*sorted((DATA_DIR / "train").glob("*answers*.jsonl")),
+# The labelled answers to bank questions outside the blind and weak-kinds sets (the inline answers' questions are
+# not the bank's: they have no neighbours or wrong options to be told of).
+DEFAULT_FILES = (*sorted(p for p in (DATA_DIR / "train").glob("*answers*.jsonl") if p.name != "inline_answers.jsonl"),
                  *(DATA_DIR / "eval" / f"{name}.jsonl"
                    for name in ("dev", "evasive", "near_copies", "roles", "swaps", "swaps_more")))
 
