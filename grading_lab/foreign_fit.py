@@ -58,7 +58,7 @@ from grading_lab.logreg import macro_f1
 from ingest.embedder import Encoder
 from ingest.identity import file_sha256
 
-HEAD_VERSION = "foreign-12"  # a refit gets a new version: results name the head that graded them
+HEAD_VERSION = "foreign-13"  # a refit gets a new version: results name the head that graded them
 FOLDS = 5  # folds of questions for the head's cross-validation
 # The sets P(correct or partial)'s pooled line is fitted on (each set with partial labels has its own line as
 # well): the inline answers, labelled by this project's rules. Grouped CV over fold seeds 13, 1, 2 and 3 (`python
