@@ -5,7 +5,7 @@ Three sets are graded as the public "unseen answers" splits are graded from outs
 examples): SciEntsBank's training split, Beetle's training answers, the questions of each of the five ASAG
 folds read by a judge trained without them (grading_lab/heldout.py: the shipped judge trained on
 every Beetle answer, and a head fitted on its readings of them leans on the decision more than a new
-answer warrants), and the answers to 20 questions outside the bank in this product's field
+answer warrants), and the answers to 60 questions outside the bank in this product's field
 (data/train/inline_answers.jsonl), each question passed inline. The head (app/grading/examples.py) learns
 P(correct) from the decision's probabilities and the example features: one line each for the sets of
 OWN_LINES and one over the three, each set weighing the same there (the inline answers' contrasts, a
@@ -71,8 +71,8 @@ FOLDS = 5  # folds of questions for the head's own cross-validation
 # where each question brings about 80 noisy labelled answers, weighs the decision over a teacher's clean dozen
 # (tests/app/grading/test_examples_head.py's circuit question: `partial`, 0.60), and Beetle's questions then take
 # SciEntsBank's line. Grouped CV over fold seeds 13, 1, 2 and 3 (`python -m grading_lab.examples_fit`; SciEntsBank
-# / Beetle / the inline answers): 0.790 / 0.795 / 0.909; with the dev set in the inline answers' place, 0.790 /
-# 0.799, the inline answers 0.758 not fitted (docs/GRADING_LOG.md, "Questions from outside the bank in this field
+# / Beetle / the first 20 inline questions' answers): 0.790 / 0.795 / 0.909; with the dev set in their place,
+# 0.790 / 0.799, those answers 0.758 not fitted (docs/GRADING_LOG.md, "Questions from outside the bank in this field
 # (foreign-12)"; "The example head per style, over honest Beetle readings (examples-10)" for Beetle's line).
 OWN_LINES = frozenset({"scientsbank", "inline_answers"})
 
