@@ -174,9 +174,10 @@ def baseline_cosines(rows: list[dict[str, Any]], items: dict[tuple[str, int], Gr
                      encoder: Encoder) -> np.ndarray:
     """Plain cosine of each answer with its question's nearest reference answer."""
     vecs = encoder.encode([r["answer"] for r in rows])
-    refs = [r["reference_answers"] if is_inline(r) else items[(r["file"], int(r["number"]))].reference_answers
+    refs = [tuple(r["reference_answers"] if is_inline(r) else items[(r["file"], int(r["number"]))].reference_answers)
             for r in rows]
-    return np.array([float((encoder.encode(list(ref)) @ v).max()) for ref, v in zip(refs, vecs, strict=True)])
+    encoded = {ref: encoder.encode(list(ref)) for ref in dict.fromkeys(refs)}  # each question's answers once
+    return np.array([float((encoded[ref] @ v).max()) for ref, v in zip(refs, vecs, strict=True)])
 
 
 def _key(row: dict[str, Any]) -> str:

@@ -159,14 +159,13 @@ def simulate(corpus: str, encoder: Encoder, graders: Graders | None = None, fold
 
 
 def simulate_dev(encoder: Encoder, graders: Graders | None = None, folds: int = EXAMPLE_FOLDS,
-                 seed: int = SEED, inline: bool = False, teacher: tuple[int, int] | None = None) -> Simulated:
+                 seed: int = SEED, inline: bool = False) -> Simulated:
     """The dev set graded the same way: each bank question (with its neighbours, as served) given the
     other folds' dev answers, with their 3-way labels, as examples. Its answers are contrasts written to
     the labelling rules (a negation beside the right answer it negates), so closeness says little there.
 
     `inline`: instead, each question as a caller from outside would pass it through the inline form,
-    its text and accepted answers only (no wrong options, explanation, neighbours or examples).
-    `teacher`: as `simulate`'s."""
+    its text and accepted answers only (no wrong options, explanation, neighbours or examples)."""
     from grading_lab.evaluation import MemoEncoder, bank_items
 
     bank = bank_items()
@@ -176,25 +175,23 @@ def simulate_dev(encoder: Encoder, graders: Graders | None = None, folds: int = 
         items = {f"{f}#{n}": GradingItem(item.question, list(item.reference_answers)) for (f, n), item in bank.items()}
         return simulate_items("dev_inline", items, answers, MemoEncoder(encoder), graders, folds, seed, False)
     items = {f"{f}#{n}": item for (f, n), item in bank.items()}
-    return simulate_items("dev", items, answers, MemoEncoder(encoder), graders, folds, seed, True, neighbours=True,
-                          teacher=teacher)
+    return simulate_items("dev", items, answers, MemoEncoder(encoder), graders, folds, seed, True, neighbours=True)
 
 
-def simulate_inline(encoder: Encoder, path: Path = INLINE_PATH, graders: Graders | None = None,
-                    name: str | None = None, with_examples: bool = False,
+def simulate_inline(encoder: Encoder, path: Path = INLINE_PATH, with_examples: bool = False,
                     teacher: tuple[int, int] | None = None) -> Simulated:
     """A labelled file whose rows carry their own question and accepted answers (by default
     data/train/inline_answers.jsonl), each answer graded against its question as the inline form passes it:
     its text and accepted answers only, with no examples (`with_examples`: the other folds' answers to the
-    question, as `simulate` passes them; `teacher`: as `simulate`'s). The set is named after the file (`name`
-    otherwise) and grouped by `qid`."""
+    question, as `simulate` passes them; `teacher`: as `simulate`'s). The set is named after the file and
+    grouped by `qid`."""
     from grading_lab.evaluation import MemoEncoder, inline_item
 
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     items = {str(r["qid"]): inline_item(r) for r in rows}
     answers = [Labelled(str(r["qid"]), str(r["answer"]), str(r["label"])) for r in rows]
-    return simulate_items(name or path.stem, items, answers, MemoEncoder(encoder), graders, EXAMPLE_FOLDS, SEED,
-                          with_examples, teacher=teacher)
+    return simulate_items(path.stem, items, answers, MemoEncoder(encoder), None, EXAMPLE_FOLDS, SEED, with_examples,
+                          teacher=teacher)
 
 
 def simulate_items(name: str, items: dict[str, GradingItem], answers: list[Labelled], encoder: Encoder,

@@ -234,10 +234,11 @@ def grouped_verdicts(sims: list[Simulated], fit: Callable[[list[Simulated], list
 
 
 def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED,
-               teacher: list[Simulated] | None = None, unfitted: list[Simulated] | None = None) -> HeadFigures:
+               teacher: list[Simulated] | None = None, unfitted: list[Simulated] | None = None,
+               head: ExampleHead | None = None) -> HeadFigures:
     """The head's figures: folds of questions over the sets pooled, and each set by the others' fit; `teacher`:
     the same sets' answers given a teacher's count of examples, graded by the same folds' heads; `unfitted`:
-    sets outside the fit, graded by the head fitted on every set."""
+    sets outside the fit, graded by the head fitted on every set (`head`, when the caller has it)."""
     grade = lambda s, head, rows: s.verdicts(head, rows)  # noqa: E731
     predicted = grouped_verdicts(sims, fit_head, grade, folds=folds, seed=seed)
     cross = {}
@@ -250,6 +251,7 @@ def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED,
         if "partial" in sim.labels:
             three[sim.corpus] = macro_f1(sim.labels, predicted[n], list(VERDICTS))
             three[f"{sim.corpus}_without_head"] = macro_f1(sim.labels, sim.verdicts(None), list(VERDICTS))
+    full = (head or fit_head(sims)) if unfitted else None
     taught = {}
     if teacher is not None:
         fewer = grouped_verdicts(sims, fit_head, grade, folds=folds, seed=seed, graded=teacher)
@@ -258,18 +260,19 @@ def grouped_cv(sims: list[Simulated], folds: int = FOLDS, seed: int = SEED,
                        {s.corpus: f1_2way(s, predicted[n]) for n, s in enumerate(sims)}, three, cross,
                        {s.corpus: len(s.head_rows()[0]) for s in sims},
                        {s.corpus: _confusion(s, predicted[n]) for n, s in enumerate(sims)}, taught,
-                       _unfitted(fit_head(sims), unfitted or []))
+                       unfitted_figures(unfitted or [], lambda s: s.verdicts(full), "without_head"))
 
 
-def _unfitted(head: ExampleHead, sims: list[Simulated]) -> dict[str, float]:
-    """Each set graded by `head`: 2-way, 3-way where its labels have partial, and 2-way without the head."""
+def unfitted_figures(sims: list[Simulated], served: Callable[[Simulated], list[str]],
+                     alone: str) -> dict[str, float]:
+    """Sets outside a head's fit, each graded by `served` (the head fitted on every set): 2-way, 3-way ("_3way")
+    and 2-way without the head ("_" + `alone`)."""
     out = {}
     for sim in sims:
-        served = sim.verdicts(head)
-        out[sim.corpus] = f1_2way(sim, served)
-        if "partial" in sim.labels:
-            out[f"{sim.corpus}_3way"] = macro_f1(sim.labels, served, list(VERDICTS))
-        out[f"{sim.corpus}_without_head"] = f1_2way(sim, sim.verdicts(None))
+        verdicts = served(sim)
+        out[sim.corpus] = f1_2way(sim, verdicts)
+        out[f"{sim.corpus}_3way"] = macro_f1(sim.labels, verdicts, list(VERDICTS))
+        out[f"{sim.corpus}_{alone}"] = f1_2way(sim, sim.verdicts(None))
     return out
 
 
@@ -308,8 +311,10 @@ def fit(encoder: Encoder) -> tuple[ExampleHead, HeadFigures, str]:
     decision the simulations were graded with."""
     judges = heldout_judges()  # loaded (or their recordings read) once for both simulations
     sims = simulate_sets(encoder, judges=judges)
-    figures = grouped_cv(sims, teacher=simulate_sets(encoder, TEACHER, judges), unfitted=[simulate_dev(encoder)])
-    return fit_head(sims), figures, decision_of(sims)
+    head = fit_head(sims)
+    figures = grouped_cv(sims, teacher=simulate_sets(encoder, TEACHER, judges), unfitted=[simulate_dev(encoder)],
+                         head=head)
+    return head, figures, decision_of(sims)
 
 
 def without_examples(encoder: Encoder) -> dict[str, dict[str, float]]:

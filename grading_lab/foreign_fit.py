@@ -10,7 +10,7 @@ new ones:
 - Beetle's training answers, the questions of each of the five ASAG folds read by a judge trained
   like the shipped one without it (grading_lab/heldout.py); the shipped judge trained on every Beetle
   training answer;
-- answers to 20 questions outside the bank in this product's field (data/train/inline_answers.jsonl), each
+- answers to 60 questions outside the bank in this product's field (data/train/inline_answers.jsonl), each
   question passed as the inline form passes it (text and accepted answers only): neither the judge nor the
   decision trained on them.
 
@@ -22,8 +22,8 @@ from this field should not (docs/GRADING_LOG.md, "Questions from outside the ban
 The three sets weigh the same, each class-balanced. Figures: cross-validation grouped by question over
 the sets pooled; SciEntsBank grouped by module as well (a module's questions held out together, as
 the unseen-domains split holds out domains); and each set graded by the head fitted on the other two.
-The frozen data/eval/inline.jsonl (20 more questions by the same authors) is read by `tutor eval`, once
-per head version.
+The frozen data/eval/inline.jsonl (20 more questions, by four of the same authors) is read by `tutor eval`,
+once per head version.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from grading_lab.examples_fit import (
     f1_2way,
     fit_styled,
     grouped_verdicts,
+    unfitted_figures,
 )
 from grading_lab.heldout import HOLDOUTS, beetle_heldout, heldout_judge, heldout_judges, holdout_dir, train_holdout
 from grading_lab.judge_train import HOLDOUT_FOLDS
@@ -106,10 +107,11 @@ def grouped(sims: list[Simulated], group: Grouping, folds: int = FOLDS, seed: in
                             folds, seed)
 
 
-def figures(sims: list[Simulated], unfitted: list[Simulated] | None = None) -> dict[str, Any]:
+def figures(sims: list[Simulated], unfitted: list[Simulated] | None = None,
+            head: ForeignHead | None = None) -> dict[str, Any]:
     """Correct-vs-not macro-F1 per set: the decision alone, the head in grouped CV (by question; by
     module), each set by the others' fit; 3-way macro-F1 where the labels have partial. `unfitted`: sets
-    outside the fit, graded by the head fitted on every set (2-way and 3-way)."""
+    outside the fit, graded by the head fitted on every set (`head`, when the caller has it)."""
     by_q, by_m = grouped(sims, by_question), grouped(sims, by_module)
     out: dict[str, Any] = {
         "decision_alone": {},
@@ -135,13 +137,8 @@ def figures(sims: list[Simulated], unfitted: list[Simulated] | None = None) -> d
         if "partial" in s.labels:
             out["grouped_cv_3way"][s.corpus] = macro_f1(s.labels, by_q[n], list(VERDICTS))
             out["decision_alone_3way"][s.corpus] = macro_f1(s.labels, alone, list(VERDICTS))
-    head = fit_head(sims) if unfitted else None
-    out["unfitted"] = {}
-    for s in unfitted or []:
-        served = s.verdicts(None, foreign=head)
-        out["unfitted"][s.corpus] = f1_2way(s, served)
-        out["unfitted"][f"{s.corpus}_3way"] = macro_f1(s.labels, served, list(VERDICTS))
-        out["unfitted"][f"{s.corpus}_decision_alone"] = f1_2way(s, s.verdicts(None))
+    full = (head or fit_head(sims)) if unfitted else None
+    out["unfitted"] = unfitted_figures(unfitted or [], lambda s: s.verdicts(None, foreign=full), "decision_alone")
     return {k: {c: round(v, 4) if isinstance(v, float) else v for c, v in d.items()} for k, d in out.items()}
 
 
@@ -198,10 +195,11 @@ def main(argv: list[str] | None = None) -> None:
     judges = heldout_judges()
     encoder = SentenceTransformerEncoder()
     sims = simulate_sets(encoder, judges)
-    figs = figures(sims, unfitted=[simulate_dev(encoder, inline=True)])
+    head = fit_head(sims)
+    figs = figures(sims, unfitted=[simulate_dev(encoder, inline=True)], head=head)
     print(json.dumps(figs, indent=1))
     if "--write" in args:
-        written = manifest(fit_head(sims), figs, judges, decision_of(sims))
+        written = manifest(head, figs, judges, decision_of(sims))
         FOREIGN_PATH.write_text(json.dumps(written, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {FOREIGN_PATH}")
 

@@ -9,13 +9,14 @@ does for a class's past answers, not for contrasts such as a negation beside the
 negates).
 
 Courses weigh that evidence differently (SciEntsBank's labels follow the nearest examples more than
-the decision; the dev set's contrasts the other way round), so P(correct) comes from one logistic
-regression over `head_input` for each of those two sets, weighed by how near the question is to each
-set's questions, beside one fitted on every set together (`heads.StyledLines`, as the foreign head
-draws it; Beetle's answers weigh in that one only: grading_lab/examples_fit.py, OWN_LINES). The lines
-are fitted by `python -m grading_lab.examples_fit` on SciEntsBank's training split, Beetle's held-out
-questions (read by judges that never trained on them: grading_lab/heldout.py) and the dev set, each
-graded as the unseen-answers splits are (grading_lab/examples_cv.py), with figures from
+the decision; this field's contrasts the other way round), so P(correct) comes from one logistic
+regression over `head_input` for SciEntsBank and one for answers to questions of this field outside the
+bank (data/train/inline_answers.jsonl), weighed by how near the question is to each set's questions,
+beside one fitted on every set together (`heads.StyledLines`, as the foreign head draws it; Beetle's
+answers weigh in that one only: grading_lab/examples_fit.py, OWN_LINES). The lines are fitted by `python
+-m grading_lab.examples_fit` on SciEntsBank's training split, Beetle's training split (each question read
+by a judge that never trained on it: grading_lab/heldout.py) and those inline answers, each graded as the
+unseen-answers splits are (grading_lab/examples_cv.py), with figures from
 cross-validation grouped by question, and committed as examples.json beside this file. The head
 applies only to a question with at least MIN_EXAMPLES labelled examples of which some are correct
 and some are not.
