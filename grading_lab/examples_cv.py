@@ -74,7 +74,8 @@ class Simulated:
     def head_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """The answers the example head weighs (indices) and its input for each."""
         return self._weighed(usable, lambda rubric, ev, probs, _: head_input(
-            probs, example_features(rubric, ev.sig.example_sims, ev.sig.stems)), len(INPUTS))
+            probs, example_features(rubric, ev.sig.example_sims, ev.sig.stems, ev.sig.example_words)),
+            len(INPUTS))
 
     def foreign_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """The answers the foreign head weighs (indices) and its input for each."""

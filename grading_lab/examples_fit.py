@@ -61,7 +61,7 @@ from grading_lab.logreg import fit_logistic, macro_f1, standardiser
 from ingest.embedder import Encoder
 from ingest.identity import file_sha256
 
-HEAD_VERSION = "examples-12"
+HEAD_VERSION = "examples-13"
 SET_OF = {"scientsbank": "scientsbank", "beetle": NAME}  # the set of the fit that holds each ASAG split's answers
 L2 = 1.0
 FOLDS = 5  # folds of questions for the head's own cross-validation

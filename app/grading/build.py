@@ -88,7 +88,7 @@ def calibrate(rubric: Rubric, vecs: np.ndarray, model: GeneralModel) -> None:
     pos_p: list[float] = []
     neg_p: list[float] = []
     for text, label, vec, skip in labelled:
-        sig = signals(rubric, vec, text, content_stems(text))
+        sig = signals(rubric, vec, text, content_stems(text), read_words=False)
         if label == "incorrect" and caught(rubric, text, sig, skip):
             continue  # the hard checks already reject it; the threshold need not move for it
         z_c, z_p = model.logits(sig.ref.features)

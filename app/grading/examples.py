@@ -53,6 +53,7 @@ FEATURES = (
     "covers_correct",  # the largest share of an example labelled correct's content stems that the answer holds
     "covers_other",  # and of an example labelled partial or incorrect
     "covers_margin",  # covers_correct - covers_other
+    "words",  # the log-odds that the answer is correct as a classifier of the examples' words reads it (lexical.py)
 )
 
 INPUTS = (
@@ -111,13 +112,16 @@ def _best(values: np.ndarray, among: np.ndarray) -> float:
 
 
 def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray,
-                     answer_stems: AbstractSet[str]) -> np.ndarray:
+                     answer_stems: AbstractSet[str], words: float = 0.0) -> np.ndarray:
     """The head's input for an answer, from its cosines to the question's labelled examples
-    (`Signals.example_sims`) and its content stems against theirs (zeros for a question without examples).
+    (`Signals.example_sims`), its content stems against theirs and the examples' word classifier's reading of
+    it (`Signals.example_words`) (zeros for a question without examples).
 
     The word overlap (Jaccard, and how much of an example the answer holds) adds what the cosines miss
     among the short answers of one question, where key words decide the label (grouped CV in
-    grading_lab/examples_fit.py: docs/GRADING_LOG.md, "Word overlap with the labelled examples")."""
+    grading_lab/examples_fit.py: docs/GRADING_LOG.md, "Word overlap with the labelled examples"); the
+    classifier, which words tell the examples' classes apart ("The examples' words, per question
+    (examples-13)")."""
     if not rubric.item.examples or len(example_sims) == 0:
         return np.zeros(len(FEATURES))
     sims = np.asarray(example_sims, dtype=np.float64)
@@ -130,7 +134,7 @@ def example_features(rubric: Rubric, example_sims: list[float] | np.ndarray,
     words_c, words_o = _best(overlaps[:, 0], good), _best(overlaps[:, 0], ~good)
     covers_c, covers_o = _best(overlaps[:, 1], good), _best(overlaps[:, 1], ~good)
     return np.array([max_c, max_o, max_c - max_o, vote, log_odds(float(good.mean())), lift, lift * vote,
-                     words_c, words_o, words_c - words_o, covers_c, covers_o, covers_c - covers_o])
+                     words_c, words_o, words_c - words_o, covers_c, covers_o, covers_c - covers_o, words])
 
 
 def head_input(decision_probs: np.ndarray, feats: np.ndarray) -> np.ndarray:

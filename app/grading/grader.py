@@ -308,7 +308,7 @@ def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, ex
     if ev.adopted is not None:
         return None
     if examples is not None and usable(rubric):
-        feats = example_features(rubric, ev.sig.example_sims, ev.sig.stems)
+        feats = example_features(rubric, ev.sig.example_sims, ev.sig.stems, ev.sig.example_words)
         return with_p_correct(probs, examples.p_correct(probs, feats, rubric.question_vec)), examples.version
     if foreign is not None and applies(rubric):
         return foreign.probabilities(probs, x, rubric.question_vec), foreign.version
@@ -493,7 +493,8 @@ def decided(rubric: Rubric, answer: str, vec: np.ndarray) -> bool:
     pending = _precheck(rubric, answer, None)
     if pending.result is not None or "keyword_list" in pending.flags:
         return True
-    return caught(rubric, pending.text, signals(rubric, vec, pending.text, content_stems(pending.text)))
+    sig = signals(rubric, vec, pending.text, content_stems(pending.text), read_words=False)
+    return caught(rubric, pending.text, sig)
 
 
 def grade(rubric: Rubric, answer: str, encoder: Encoder, *, choice: str | None = None,

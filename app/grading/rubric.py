@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from app.grading.align import WeightedStems
+from app.grading.lexical import WordModel, model_for
 from app.grading.roles import Clause, Role, authored_roles, cues_swapped, parse_sides
 from app.grading.text import StemSet, content_stems, has_match
 
@@ -163,6 +164,12 @@ class Rubric:
     def example_stems(self) -> list[frozenset[str]]:
         """The content stems of each labelled example, in order (the example head's word overlap)."""
         return [frozenset(content_stems(answer)) for answer, _ in self.item.examples]
+
+    @cached_property
+    def example_words(self) -> WordModel | None:
+        """The classifier of the labelled examples' words (app/grading/lexical.py); None without examples of both
+        kinds."""
+        return model_for(self.item.examples)
 
     @cached_property
     def example_lift(self) -> float:

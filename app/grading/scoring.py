@@ -43,6 +43,9 @@ class Signals:
     negation: bool
     on_topic: float  # fraction of the answer's words found in the question's vocabulary
     stems: StemSet  # the answer's content stems (with what matching them against rubric words found)
+    # The log-odds that the answer is correct as the labelled examples' words read it (Rubric.example_words);
+    # 0 for a question without examples of both kinds.
+    example_words: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -126,8 +129,10 @@ def _key_stems(ref: WeightedStems) -> set[str]:
     return {s for s, w in zip(ref.stems, ref.weights, strict=True) if w >= 1.0}
 
 
-def signals(rubric: Rubric, ans_vec: np.ndarray, answer: str, ans_stems: list[str]) -> Signals:
-    """Compute every signal for an answer whose vector is already known."""
+def signals(rubric: Rubric, ans_vec: np.ndarray, answer: str, ans_stems: list[str],
+            read_words: bool = True) -> Signals:
+    """Compute every signal for an answer whose vector is already known (`read_words=False`: without the
+    labelled examples' word classifier, which only the example head reads)."""
     ans_set = StemSet(ans_stems)
     sim_q = float(rubric.question_vec @ ans_vec)
     sim_e = float(rubric.expl_vec @ ans_vec) if rubric.expl_vec is not None else -1.0
@@ -143,4 +148,6 @@ def signals(rubric: Rubric, ans_vec: np.ndarray, answer: str, ans_stems: list[st
     if rubric.wrong_stems:
         wrong = _side(ans_vec, ans_set, len(ans_stems), rubric.wrong_vecs, rubric.wrong_stems, sim_q)
     ex_sims = [float(v) for v in rubric.example_vecs @ ans_vec] if len(rubric.example_vecs) else []
-    return Signals(ref, wrong, sim_e, sim_q, ex_sims, neg, precision(ans_stems, rubric.vocabulary), ans_set)
+    model = rubric.example_words if read_words and rubric.item.examples else None
+    return Signals(ref, wrong, sim_e, sim_q, ex_sims, neg, precision(ans_stems, rubric.vocabulary), ans_set,
+                   model.log_odds(answer) if model is not None else 0.0)

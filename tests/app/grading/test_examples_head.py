@@ -14,6 +14,7 @@ from app.grading import Graders, GradingItem, grade, prepare
 from app.grading.decision import load_decision
 from app.grading.examples import (
     EXAMPLES_PATH,
+    FEATURES,
     INPUTS,
     MIN_EXAMPLES,
     ExampleHead,
@@ -87,22 +88,36 @@ def test_example_features_read_the_nearest_examples_by_label(fake: FakeEncoder) 
     assert not example_features(prepare(QUESTION, fake), [], set()).any()
 
 
+def _named(feats: np.ndarray) -> dict[str, float]:
+    return dict(zip(FEATURES, (float(v) for v in feats), strict=True))
+
+
 def test_example_features_read_the_word_overlap_with_the_examples_by_label(fake: FakeEncoder) -> None:
     """Jaccard of content stems with the nearest correct example in words, and with the nearest other one."""
     rubric = prepare(_taught("correct"), fake)
     sims = [0.1] * len(rubric.item.examples)
     stems = set(content_stems("the battery is flat"))  # an incorrect example's very words
-    *_, words_c, words_o, words_margin, covers_c, covers_o, covers_margin = example_features(rubric, sims, stems)
-    assert words_o == pytest.approx(1.0) and covers_o == pytest.approx(1.0)
-    assert 0.0 <= words_c < 0.5 and words_margin == pytest.approx(words_c - words_o)
-    assert 0.0 <= covers_c < 0.5 and covers_margin == pytest.approx(covers_c - covers_o)
-    *_, words_c, words_o, _, covers_c, covers_o, _ = example_features(rubric, sims, set(content_stems(NEAR[6])))
-    assert words_c == pytest.approx(1.0) and words_o < 0.5 and covers_c == pytest.approx(1.0)
+    f = _named(example_features(rubric, sims, stems))
+    assert f["words_other"] == pytest.approx(1.0) and f["covers_other"] == pytest.approx(1.0)
+    assert 0.0 <= f["words_correct"] < 0.5
+    assert f["words_margin"] == pytest.approx(f["words_correct"] - f["words_other"])
+    assert 0.0 <= f["covers_correct"] < 0.5
+    assert f["covers_margin"] == pytest.approx(f["covers_correct"] - f["covers_other"])
+    f = _named(example_features(rubric, sims, set(content_stems(NEAR[6]))))
+    assert f["words_correct"] == pytest.approx(1.0) and f["words_other"] < 0.5
+    assert f["covers_correct"] == pytest.approx(1.0)
     # an answer that holds all of a correct example and says more: the whole example covered, not all its words
-    more = set(content_stems(f"{NEAR[6]} and the bulb goes dark"))
-    *_, words_c, _, _, covers_c, _, _ = example_features(rubric, sims, more)
-    assert covers_c == pytest.approx(1.0) and words_c < 1.0
-    assert not example_features(rubric, sims, set())[-6:].any()
+    f = _named(example_features(rubric, sims, set(content_stems(f"{NEAR[6]} and the bulb goes dark"))))
+    assert f["covers_correct"] == pytest.approx(1.0) and f["words_correct"] < 1.0
+    overlap = ("words_correct", "words_other", "words_margin", "covers_correct", "covers_other", "covers_margin")
+    assert not any(_named(example_features(rubric, sims, set()))[k] for k in overlap)
+
+
+def test_example_features_carry_the_examples_word_classifier_reading(fake: FakeEncoder) -> None:
+    rubric = prepare(_taught("correct"), fake)
+    sims = [0.1] * len(rubric.item.examples)
+    assert _named(example_features(rubric, sims, set(), words=2.5))["words"] == 2.5
+    assert _named(example_features(rubric, sims, set()))["words"] == 0.0
 
 
 def test_lift_says_whether_the_examples_labels_follow_closeness() -> None:
