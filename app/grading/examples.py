@@ -4,9 +4,9 @@ A caller that grades many answers to one question (the public "unseen answers" s
 that has already marked last year's answers) can pass labelled answers as `examples`. The learned
 decision reads only the nearest one (`sim_example`). The example head weighs the decision's
 verdict with how near the answer is to the correct examples and to the others, how the nearest
-few were labelled, and how far closeness predicts the examples' own labels (`example_lift`: it
+few were labelled, how far closeness predicts the examples' own labels (`example_lift`: it
 does for a class's past answers, not for contrasts such as a negation beside the right answer it
-negates).
+negates), and what a classifier fitted on the examples' words reads in the answer (lexical.py).
 
 Courses weigh that evidence differently (SciEntsBank's labels follow the nearest examples more than
 the decision; this field's contrasts the other way round), so P(correct) comes from one logistic
