@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -180,15 +181,17 @@ def simulate_dev(encoder: Encoder, graders: Graders | None = None, folds: int = 
 
 
 def simulate_inline(encoder: Encoder, path: Path = INLINE_PATH, with_examples: bool = False,
-                    teacher: tuple[int, int] | None = None) -> Simulated:
+                    teacher: tuple[int, int] | None = None, authors: AbstractSet[str] | None = None) -> Simulated:
     """A labelled file whose rows carry their own question and accepted answers (by default
     data/train/inline_answers.jsonl), each answer graded against its question as the inline form passes it:
     its text and accepted answers only, with no examples (`with_examples`: the other folds' answers to the
     question, as `simulate` passes them; `teacher`: as `simulate`'s). The set is named after the file and
-    grouped by `qid`."""
+    grouped by `qid`. `authors`: only the questions whose qid starts with one of these letters (each author's
+    letter, data/train/README.md)."""
     from grading_lab.evaluation import MemoEncoder, inline_item
 
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [r for r in rows if authors is None or str(r["qid"])[:1] in authors]
     items = {str(r["qid"]): inline_item(r) for r in rows}
     answers = [Labelled(str(r["qid"]), str(r["answer"]), str(r["label"])) for r in rows]
     return simulate_items(path.stem, items, answers, MemoEncoder(encoder), None, EXAMPLE_FOLDS, SEED, with_examples,

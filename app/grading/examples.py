@@ -8,6 +8,10 @@ few were labelled, how far closeness predicts the examples' own labels (`example
 does for a class's past answers, not for contrasts such as a negation beside the right answer it
 negates), and what a classifier fitted on the examples' words reads in the answer (lexical.py).
 
+Beside P(correct), one more line gives P(correct or partial) (fitted on the inline answers, whose examples carry
+partial labels); an answer not called correct is partial or incorrect by these two, as the foreign head reads its
+own.
+
 Courses weigh that evidence differently (SciEntsBank's labels follow the nearest examples more than
 the decision; this field's contrasts the other way round), so P(correct) comes from one logistic
 regression over `head_input` for SciEntsBank and one for answers to questions of this field outside the
@@ -31,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from app.grading.heads import LogisticHead, StyledLines, decision_log_odds, load, log_odds
+from app.grading.heads import LogisticHead, StyledLines, credited, decision_log_odds, load, log_odds
 from app.grading.rubric import Rubric
 
 EXAMPLES_PATH = Path(__file__).with_name("examples.json")
@@ -153,28 +157,32 @@ class ExampleLine(LogisticHead):
 
 @dataclass(frozen=True)
 class ExampleHead:
-    """P(correct) from the decision's probabilities and the example features, by one line per style of question
-    (`StyledLines`)."""
+    """P(correct) and P(correct or partial) from the decision's probabilities and the example features, each by
+    one line per style of question (`StyledLines`)."""
 
     correct: StyledLines[ExampleLine]
+    credit: StyledLines[ExampleLine]
     version: str
 
-    def p_correct(self, decision_probs: np.ndarray, feats: np.ndarray, question_vec: np.ndarray) -> float:
-        """P(correct) of one answer to the question whose vector is given, from the decision's P(correct,
-        partial, incorrect) and the answer's example features."""
-        return self.correct.p(head_input(decision_probs, feats), question_vec)
+    def probabilities(self, decision_probs: np.ndarray, feats: np.ndarray, question_vec: np.ndarray) -> np.ndarray:
+        """P(correct), P(partial), P(incorrect) of one answer to the question whose vector is given, from the
+        decision's P(correct, partial, incorrect) and the answer's example features."""
+        x = head_input(decision_probs, feats)
+        return credited(self.correct.p(x, question_vec), self.credit.p(x, question_vec))
 
     def to_dict(self) -> dict[str, Any]:
         """The weights as examples.json stores them (the fit adds its recipe and figures)."""
-        return {"version": self.version, "features": list(INPUTS), "correct": self.correct.to_dict()}
+        return {"version": self.version, "features": list(INPUTS), "correct": self.correct.to_dict(),
+                "credit": self.credit.to_dict()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ExampleHead:
-        """Inverse of to_dict; refuses a file fitted on other inputs, or one with a single line (up to
-        examples-9)."""
-        if tuple(d["features"]) != INPUTS or "styles" not in d.get("correct", {}):
+        """Inverse of to_dict; refuses a file fitted on other inputs, one with a single line (up to examples-9) or
+        one without P(correct or partial) (up to examples-13)."""
+        if tuple(d["features"]) != INPUTS or any("styles" not in d.get(k, {}) for k in ("correct", "credit")):
             raise ValueError(f"examples.json was fitted on other inputs; run `{ExampleLine.FIT_COMMAND}`")
-        return cls(StyledLines.from_dict(d["correct"], ExampleLine.from_dict), str(d["version"]))
+        return cls(StyledLines.from_dict(d["correct"], ExampleLine.from_dict),
+                   StyledLines.from_dict(d["credit"], ExampleLine.from_dict), str(d["version"]))
 
 
 def load_head(path: Path = EXAMPLES_PATH) -> ExampleHead:

@@ -36,7 +36,7 @@ import numpy as np
 
 from app.grading.decision import FEATURES as DECISION_FEATURES
 from app.grading.examples import usable
-from app.grading.heads import LogisticHead, StyledLines, decision_log_odds, load
+from app.grading.heads import LogisticHead, StyledLines, credited, decision_log_odds, load
 from app.grading.rubric import Rubric
 
 FOREIGN_PATH = Path(__file__).with_name("foreign.json")
@@ -93,9 +93,7 @@ class ForeignHead:
                       question_vec: np.ndarray) -> np.ndarray:
         """P(correct), P(partial), P(incorrect) of one answer to the question whose vector is given."""
         x = head_input(decision_probs, decision_x)
-        p_c = self.correct.p(x, question_vec)
-        p_credit = max(p_c, self.credit.p(x, question_vec))
-        return np.array([p_c, p_credit - p_c, 1.0 - p_credit])
+        return credited(self.correct.p(x, question_vec), self.credit.p(x, question_vec))
 
     def to_dict(self) -> dict[str, Any]:
         """The weights as foreign.json stores them (the fit adds its recipe and figures)."""

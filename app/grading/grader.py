@@ -31,7 +31,7 @@ from app.grading.decision import (
 )
 from app.grading.examples import ExampleHead, example_features, load_head, usable
 from app.grading.foreign import ForeignHead, applies, load_foreign
-from app.grading.heads import head_verdict, with_p_correct
+from app.grading.heads import head_verdict
 from app.grading.judge import Evidence, caught, decision_feedback, evidence, judge, result_fields
 from app.grading.judges import Judge, default_judge, default_late_judge
 from app.grading.rubric import GRADER_VERSION, Rubric
@@ -309,7 +309,7 @@ def with_head(rubric: Rubric, ev: Evidence, x: np.ndarray, probs: np.ndarray, ex
         return None
     if examples is not None and usable(rubric):
         feats = example_features(rubric, ev.sig.example_sims, ev.sig.stems, ev.sig.example_words)
-        return with_p_correct(probs, examples.p_correct(probs, feats, rubric.question_vec)), examples.version
+        return examples.probabilities(probs, feats, rubric.question_vec), examples.version
     if foreign is not None and applies(rubric):
         return foreign.probabilities(probs, x, rubric.question_vec), foreign.version
     return None

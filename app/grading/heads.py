@@ -142,12 +142,11 @@ def load(from_dict: Callable[[dict[str, Any]], T], path: Path) -> T:
     return from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-def with_p_correct(decision_probs: np.ndarray, p_c: float) -> np.ndarray:
-    """The decision's probabilities with P(correct) replaced by a head's; P(partial) and P(incorrect)
-    share the rest as the decision shares them."""
-    rest = float(decision_probs[1] + decision_probs[2])
-    share = float(decision_probs[1]) / rest if rest > 0 else 0.5
-    return np.array([p_c, (1 - p_c) * share, (1 - p_c) * (1 - share)])
+def credited(p_correct: float, p_credit: float) -> np.ndarray:
+    """P(correct), P(partial), P(incorrect) from a head's P(correct) and P(correct or partial) (raised to P(correct)
+    where its line reads less)."""
+    p_credit = max(p_correct, p_credit)
+    return np.array([p_correct, p_credit - p_correct, 1.0 - p_credit])
 
 
 def head_verdict(probs: np.ndarray) -> str:

@@ -8,7 +8,7 @@ examples.py) read closeness, not which words tell the classes apart. This module
 an L2-regularised logistic regression over the examples' words (content stems, a mark for a negation, and
 character 4-grams, which keep typos and word forms near their right spelling), and reads a new answer's
 log-odds of being correct with it. The example head weighs that log-odds with its other inputs
-(`examples.FEATURES`, "lexical"); how much it adds is measured in grouped CV by
+(`examples.FEATURES`, "words"); how much it adds is measured in grouped CV by
 `python -m grading_lab.examples_fit` (docs/GRADING_LOG.md, "The examples' words, per question
 (examples-13)").
 

@@ -159,6 +159,47 @@ def test_contrasting_examples_do_not_make_a_negation_correct(real_encoder) -> No
     assert result.verdict == "incorrect" and result.grader_version.endswith(f"+{HEAD_VERSION}")
 
 
+PARTIAL = [  # the switch named, the broken path not: a teacher's partial answers
+    "because the switch is open",
+    "the switch was turned off",
+    "it's because of the switch being opened",
+    "opening the switch turns the bulb off",
+    "the switch is in the off position now",
+    "someone flipped the switch open",
+]
+
+
+def _with_partial_examples(label: str) -> GradingItem:
+    return replace(QUESTION, examples=[(a, "correct") for a in NEAR] + [(a, label) for a in PARTIAL]
+                   + [(a, "incorrect") for a in FAR])
+
+
+@pytest.mark.slow
+def test_answers_like_a_teachers_partial_ones_get_partial_credit(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    """Examples labelled partial beside correct and incorrect ones: an answer like the partial ones gets partial
+    credit, an answer like the correct ones full credit, and one like the wrong ones none; the head's own
+    P(correct or partial) decides between partial and incorrect."""
+    rubric = prepare(_with_partial_examples("partial"), real_encoder)
+    answers = {"the switch is off so the bulb goes off": "partial", ANSWER: "correct",
+               "the battery must be empty": "incorrect"}
+    for answer, verdict in answers.items():
+        result = grade(rubric, answer, real_encoder)
+        assert result.verdict == verdict, (answer, result.verdict, result.score)
+        assert result.grader_version.endswith(f"+{HEAD_VERSION}")
+    relabelled = grade(prepare(_with_partial_examples("incorrect"), real_encoder),
+                       "the switch is off so the bulb goes off", real_encoder)
+    assert relabelled.score < grade(rubric, "the switch is off so the bulb goes off", real_encoder).score
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="known weak spot (docs/GRADING.md): the example head reads a teacher's labels "
+                   "as correct or not; partial labels move the score, not the verdict")
+def test_answers_like_examples_a_teacher_calls_incorrect_get_no_credit(real_encoder) -> None:  # type: ignore[no-untyped-def]
+    result = grade(prepare(_with_partial_examples("incorrect"), real_encoder), "the switch is off so the bulb goes off",
+                   real_encoder)
+    assert result.verdict == "incorrect"
+
+
 def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
     manifest = json.loads(EXAMPLES_PATH.read_text(encoding="utf-8"))
     assert manifest["features"] == list(INPUTS) and manifest["version"] == HEAD_VERSION
@@ -173,6 +214,9 @@ def test_the_committed_head_matches_the_data_it_was_fitted_on() -> None:
         assert line.weights.shape == (len(INPUTS),)
     # Beetle's answers weigh in the pooled line only
     assert [style.name for style in head.correct.styles] == ["scientsbank", "inline_answers"]
+    # P(correct or partial): one line over the sets whose examples carry partial labels
+    assert manifest["recipe"]["credit_from"] == ["inline_answers"]
+    assert head.credit.styles == () and head.credit.pooled.weights.shape == (len(INPUTS),)
     assert set(manifest["figures"]["grouped_cv"]) == {"scientsbank", "beetle_heldout", "inline_answers"}
     # The dev set, whose answers the decision was fitted on, is graded by the head, not fitted on.
     assert set(manifest["figures"]["unfitted"]) == {"dev", "dev_3way", "dev_without_head"}
@@ -185,7 +229,8 @@ def test_a_head_file_of_another_layout_or_other_inputs_is_refused() -> None:
     assert ExampleHead.from_dict(manifest).version == HEAD_VERSION
     single_line = {**manifest["correct"]["pooled"], "decision": manifest["decision"]}
     other_inputs = {**manifest, "features": manifest["features"][:-1]}
-    for damaged in (single_line, other_inputs):
+    no_credit = {k: v for k, v in manifest.items() if k != "credit"}  # up to examples-13
+    for damaged in (single_line, other_inputs, no_credit):
         with pytest.raises(ValueError, match=r"fitted on other inputs; run `python -m grading_lab\.examples_fit`"):
             ExampleHead.from_dict(damaged)
 
@@ -217,6 +262,8 @@ def test_the_simulation_never_shows_an_answer_to_its_own_rubric(real_encoder) ->
     # the same answers again with a teacher's count of examples, drawn from the same others.
     head = fit_head([sim])
     assert np.isfinite(head.correct.pooled.weights).all()
+    # no set whose examples carry partial labels: P(correct or partial) is fitted as P(correct), on its own inputs
+    assert head.credit.styles == () and np.isfinite(head.credit.pooled.weights).all()
     assert [style.name for style in head.correct.styles] == ["scientsbank"]
     # with no style of its own, every question takes the pooled line
     pooled = StyledLines((), head.correct.pooled, head.correct.sharpness, head.correct.floor)
