@@ -91,15 +91,23 @@ def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> Examp
     over the sets of CREDIT_FROM (where none is present, one line for P(correct) over every set)."""
     weighed = [s.head_rows() for s in sims]
     correct = fit_styled(ExampleLine, HEAD_VERSION, weighed, sims, keep, OWN_LINES)
-    credited = [n for n, s in enumerate(sims) if s.corpus in CREDIT_FROM]
-    if credited:
-        targets = [np.array([label != "incorrect" for label in sims[n].labels], dtype=float) for n in credited]
+    chosen = [n for n, s in enumerate(sims) if s.corpus in CREDIT_FROM]
+    if chosen:
+        credit = fit_credit(ExampleLine, HEAD_VERSION, weighed, sims, keep, chosen, own=frozenset())
     else:
-        credited, targets = list(range(len(sims))), [s.correct for s in sims]
-    credit = fit_styled(ExampleLine, HEAD_VERSION, [weighed[n] for n in credited],
-                        [sims[n] for n in credited], None if keep is None else [keep[n] for n in credited],
-                        own=frozenset(), targets=targets)
+        credit = fit_styled(ExampleLine, HEAD_VERSION, weighed, sims, keep, own=frozenset())
     return ExampleHead(correct, credit, HEAD_VERSION)
+
+
+def fit_credit(cls: type[H], version: str, weighed: list[tuple[np.ndarray, np.ndarray]], sims: list[Simulated],
+               keep: list[set[str]] | None, chosen: list[int], own: AbstractSet[str] | None = None,
+               pooled: AbstractSet[str] | None = None) -> StyledLines[H]:
+    """P(correct or partial) drawn per style (`fit_styled`, with `own` and `pooled`) over the sets `chosen` (their
+    indices in `sims`, `weighed` and `keep`), an answer's target being a label other than incorrect."""
+    return fit_styled(cls, version, [weighed[n] for n in chosen], [sims[n] for n in chosen],
+                      None if keep is None else [keep[n] for n in chosen], own,
+                      targets=[np.array([label != "incorrect" for label in sims[n].labels], dtype=float)
+                               for n in chosen], pooled=pooled)
 
 
 def decision_of(sims: list[Simulated]) -> str:

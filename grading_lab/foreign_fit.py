@@ -32,8 +32,6 @@ import json
 import sys
 from typing import Any
 
-import numpy as np
-
 from app.grading.decision import VERDICTS
 from app.grading.foreign import FEATURES, FOREIGN_PATH, INPUTS, CreditHead, ForeignHead
 from app.grading.judges import Judge
@@ -49,6 +47,7 @@ from grading_lab.examples_fit import (
     by_question,
     decision_of,
     f1_2way,
+    fit_credit,
     fit_styled,
     grouped_verdicts,
     unfitted_figures,
@@ -101,11 +100,8 @@ def fit_head(sims: list[Simulated], keep: list[set[str]] | None = None) -> Forei
     three = [n for n, s in enumerate(sims) if "partial" in s.labels]
     if not three:
         return ForeignHead(correct, correct, HEAD_VERSION)
-    credit = fit_styled(CreditHead, HEAD_VERSION, [weighed[n] for n in three], [sims[n] for n in three],
-                        None if keep is None else [keep[n] for n in three],
-                        targets=[np.array([label != "incorrect" for label in sims[n].labels], dtype=float)
-                                 for n in three], pooled=CREDIT_FROM)
-    return ForeignHead(correct, credit, HEAD_VERSION)
+    return ForeignHead(correct, fit_credit(CreditHead, HEAD_VERSION, weighed, sims, keep, three, pooled=CREDIT_FROM),
+                       HEAD_VERSION)
 
 
 def grouped(sims: list[Simulated], group: Grouping, folds: int = FOLDS, seed: int = SEED) -> list[list[str]]:

@@ -44,7 +44,7 @@ class Signals:
     on_topic: float  # fraction of the answer's words found in the question's vocabulary
     stems: StemSet  # the answer's content stems (with what matching them against rubric words found)
     # The log-odds that the answer is correct as the labelled examples' words read it (Rubric.example_words);
-    # 0 for a question without examples of both kinds.
+    # 0 for a question the example head does not weigh (examples.usable).
     example_words: float = 0.0
 
 
@@ -131,8 +131,9 @@ def _key_stems(ref: WeightedStems) -> set[str]:
 
 def signals(rubric: Rubric, ans_vec: np.ndarray, answer: str, ans_stems: list[str],
             read_words: bool = True) -> Signals:
-    """Compute every signal for an answer whose vector is already known (`read_words=False`: without the
-    labelled examples' word classifier, which only the example head reads)."""
+    """Compute every signal for an answer whose vector is already known. The labelled examples' word classifier,
+    which only the example head reads, reads the answer only where that head weighs it (`examples.usable`) and
+    `read_words` is left on (calibration, which reads every example, turns it off)."""
     ans_set = StemSet(ans_stems)
     sim_q = float(rubric.question_vec @ ans_vec)
     sim_e = float(rubric.expl_vec @ ans_vec) if rubric.expl_vec is not None else -1.0
@@ -148,6 +149,10 @@ def signals(rubric: Rubric, ans_vec: np.ndarray, answer: str, ans_stems: list[st
     if rubric.wrong_stems:
         wrong = _side(ans_vec, ans_set, len(ans_stems), rubric.wrong_vecs, rubric.wrong_stems, sim_q)
     ex_sims = [float(v) for v in rubric.example_vecs @ ans_vec] if len(rubric.example_vecs) else []
-    model = rubric.example_words if read_words and rubric.item.examples else None
+    model = None
+    if read_words and rubric.item.examples:
+        from app.grading.examples import usable  # examples.py imports this module (through heads and decision)
+
+        model = rubric.example_words if usable(rubric) else None
     return Signals(ref, wrong, sim_e, sim_q, ex_sims, neg, precision(ans_stems, rubric.vocabulary), ans_set,
                    model.log_odds(answer) if model is not None else 0.0)
